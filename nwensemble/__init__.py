@@ -1,0 +1,15 @@
+"""Softmax attention as Nadaraya-Watson kernel regression, for scikit-learn."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from importlib.metadata import PackageNotFoundError, version
+
+from nwensemble._single_head import NWAttentionRegressor
+
+try:
+    __version__ = version("nwensemble")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = ["NWAttentionRegressor", "__version__"]

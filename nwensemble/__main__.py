@@ -1,0 +1,7 @@
+"""``python -m nwensemble``."""
+
+import sys
+
+from nwensemble._cli import main
+
+sys.exit(main())

@@ -1,0 +1,114 @@
+"""Array namespace and device handling: one code path for NumPy, CuPy and others."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import array_api_compat
+import numpy as np
+from array_api_compat import numpy as np_compat
+from sklearn import get_config
+
+
+def get_namespace(X):
+    """Return the array namespace and device that serve ``X``.
+
+    CuPy input is always served on its GPU (the library's reason to exist on a GPU).
+    Any other non-NumPy array (for example ``array_api_strict``) is served in its
+    own namespace when scikit-learn's ``array_api_dispatch`` is on; otherwise the
+    array-API-compatible NumPy namespace is used, as scikit-learn does.
+
+    Parameters
+    ----------
+    X : array
+        The reference input; every other array of a call follows it.
+
+    Returns
+    -------
+    xp : module
+        Array-API-compatible namespace.
+    device : object
+        Device of ``X`` (``"cpu"`` for NumPy).
+    """
+    if array_api_compat.is_cupy_array(X) or (
+        get_config()["array_api_dispatch"]
+        and array_api_compat.is_array_api_obj(X)
+        and not array_api_compat.is_numpy_array(X)
+    ):
+        xp = array_api_compat.array_namespace(X)
+        return xp, array_api_compat.device(X)
+    return np_compat, "cpu"
+
+
+def device(a):
+    """Device of an array (``"cpu"`` for NumPy)."""
+    return array_api_compat.device(a)
+
+
+def exp_inplace(A, *, xp):
+    """``exp(A)``, overwriting ``A`` where the namespace allows it.
+
+    NumPy and CuPy take ``out=``; reusing the buffer saves a fresh (n, n)
+    allocation per call, which costs as much as the exp itself at n = 4000.
+    """
+    if array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(
+        xp
+    ):
+        return xp.exp(A, out=A)
+    return xp.exp(A)
+
+
+def to_numpy(a):
+    """Copy an array of any namespace or device to a NumPy array on the host."""
+    if a is None or isinstance(a, np.ndarray):
+        return a
+    try:
+        return np.from_dlpack(a, device="cpu")
+    except (TypeError, BufferError, RuntimeError, ValueError):
+        return np.asarray(array_api_compat.to_device(a, "cpu"))
+
+
+def move_to(a, *, xp, device):
+    """Return ``a`` as an array of namespace ``xp`` on ``device``.
+
+    Used for ``y`` and ``sample_weight`` given in another namespace than ``X``.
+    """
+    if a is None:
+        return None
+    if array_api_compat.is_array_api_obj(a) and not isinstance(a, np.ndarray):
+        same = array_api_compat.array_namespace(a) is xp
+        if same and array_api_compat.device(a) == device:
+            return a
+        if not same:
+            a = to_numpy(a)
+        else:
+            return array_api_compat.to_device(a, device)
+    return xp.asarray(a, device=device)
+
+
+def same_namespace_or_raise(X, fitted, *, estimator, method):
+    """Raise if ``X`` is not in the namespace and device of a fitted array.
+
+    Mixing, for example, NumPy queries with a model fitted on GPU arrays would
+    otherwise fail deep inside the numerics, or silently copy.
+    """
+    fit_where = _where(fitted)
+    x_where = _where(X)
+    if fit_where == x_where:
+        return
+    raise ValueError(
+        f"Inputs passed to {type(estimator).__name__}.{method}() must use the same "
+        "namespace and the same device as those passed to fit(). Fitted on "
+        f"{fit_where[0]} ({fit_where[1]}), got {x_where[0]} ({x_where[1]}). Move X "
+        "to the namespace and device of fit first."
+    )
+
+
+def _where(a):
+    """(namespace name, device) of an array; anything NumPy-like is host NumPy."""
+    if isinstance(a, np.ndarray) or not array_api_compat.is_array_api_obj(a):
+        return "numpy", "cpu"
+    if array_api_compat.is_numpy_array(a):
+        return "numpy", "cpu"
+    return array_api_compat.array_namespace(a).__name__, str(
+        array_api_compat.device(a)
+    )

@@ -1,0 +1,74 @@
+"""Shared fixtures: array namespaces, data sets."""
+
+import os
+
+# scikit-learn refuses array_api_dispatch without it; `make test` sets it too.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from sklearn import config_context  # noqa: E402
+
+from nwensemble._backend import to_numpy  # noqa: E402
+
+
+class Namespace:
+    """One array library the suite runs under, with helpers to move data in."""
+
+    def __init__(self, name):
+        self.name = name
+        if name == "numpy":
+            self.xp, self.device = np, None
+        elif name == "array_api_strict":
+            self.xp = pytest.importorskip("array_api_strict")
+            self.device = None
+        elif name == "array_api_strict_device1":
+            self.xp = pytest.importorskip("array_api_strict")
+            self.device = self.xp.Device("device1")
+        elif name == "cupy":
+            cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+            try:
+                cupy.cuda.runtime.getDeviceCount()
+            except Exception as exc:  # pragma: no cover - depends on the machine
+                pytest.skip(f"no usable GPU: {exc}")
+            self.xp, self.device = cupy, None
+
+    def asarray(self, a, dtype=None):
+        """Move a NumPy array into this namespace."""
+        if a is None:
+            return None
+        a = np.asarray(a, dtype=dtype)
+        if self.device is None:
+            return self.xp.asarray(a)
+        return self.xp.asarray(a, device=self.device)
+
+    def context(self):
+        """Array-API dispatch on for every namespace but plain NumPy."""
+        return config_context(array_api_dispatch=self.name != "numpy")
+
+    def check_output(self, out):
+        """Assert ``out`` is in this namespace (and device); return it as NumPy."""
+        if self.name == "numpy":
+            assert isinstance(out, np.ndarray)
+        else:
+            assert type(out).__module__.startswith(self.xp.__name__), type(out)
+            if self.device is not None:
+                assert out.device == self.device
+        return to_numpy(out)
+
+
+NAMESPACES = ["numpy", "array_api_strict"]
+
+
+@pytest.fixture(params=NAMESPACES)
+def ns(request):
+    """Run a test under each array namespace."""
+    return Namespace(request.param)
+
+
+@pytest.fixture
+def friedman():
+    """Small Friedman #1 problem: X (200, 6), y."""
+    from sklearn.datasets import make_friedman1
+
+    return make_friedman1(n_samples=200, n_features=6, noise=0.5, random_state=0)
