@@ -1,0 +1,66 @@
+"""Array namespace handling."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn import config_context
+
+from nwensemble import NWAttentionRegressor
+from nwensemble._backend import get_namespace, move_to, same_namespace_or_raise, to_numpy
+
+
+def test_dispatch_off_serves_numpy():
+    """Without array_api_dispatch every non-CuPy input is served by NumPy."""
+    xp, device = get_namespace(np.ones(3))
+    assert xp.__name__.endswith("numpy") and device == "cpu"
+    assert get_namespace([1.0, 2.0])[0] is xp
+
+
+def test_dispatch_on_serves_the_input_namespace():
+    """With dispatch on, array_api_strict input is served in its namespace."""
+    xps = pytest.importorskip("array_api_strict")
+    with config_context(array_api_dispatch=True):
+        xp, device = get_namespace(xps.asarray([1.0]))
+    assert xp is xps and device == xps.Device("CPU_DEVICE")
+
+
+def test_move_to_crosses_namespaces_and_devices():
+    """y from another namespace or device is moved to X's."""
+    xps = pytest.importorskip("array_api_strict")
+    dev = xps.Device("device1")
+    a = xps.asarray([1.0, 2.0], device=dev)
+    assert_allclose(to_numpy(a), [1.0, 2.0])
+    moved = move_to(np.array([3.0]), xp=xps, device=dev)
+    assert moved.device == dev
+    back = move_to(a, xp=np, device="cpu")
+    assert isinstance(back, np.ndarray)
+
+
+def test_predict_refuses_another_namespace():
+    """A model fitted on array_api_strict refuses NumPy queries, and says why."""
+    xps = pytest.importorskip("array_api_strict")
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((20, 3)), rng.standard_normal(20)
+    with config_context(array_api_dispatch=True):
+        reg = NWAttentionRegressor(max_iter=2).fit(xps.asarray(X), xps.asarray(y))
+        with pytest.raises(ValueError, match=r"NWAttentionRegressor.predict\(\) must use"):
+            reg.predict(X)
+    with pytest.raises(ValueError, match="same namespace"):
+        same_namespace_or_raise(X, reg.components_, estimator=reg, method="predict")
+
+
+@pytest.mark.gpu
+def test_cupy_fit_predict_match_numpy():
+    """CuPy input fits and predicts on the GPU, matching NumPy."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"no usable GPU: {exc}")
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((200, 4)), rng.standard_normal(200)
+    ref = NWAttentionRegressor(random_state=0, max_iter=20).fit(X, y)
+    reg = NWAttentionRegressor(random_state=0, max_iter=20).fit(cupy.asarray(X), cupy.asarray(y))
+    pred = reg.predict(cupy.asarray(X))
+    assert isinstance(pred, cupy.ndarray)
+    assert_allclose(cupy.asnumpy(pred), ref.predict(X), rtol=1e-6)

@@ -1,0 +1,55 @@
+"""The command line demo."""
+
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from nwensemble._cli import main
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+
+def test_demo_prints_rmse_next_to_knn():
+    """`nwensemble demo` prints CV RMSE for both models, fit time and shape."""
+    out = io.StringIO()
+    assert main(["demo", "--cv", "2"], out=out) == 0
+    text = out.getvalue()
+    assert "diabetes" in text and "k-NN" in text and "NWAttentionRegressor" in text
+    assert "components_ shape (10, 10)" in text
+
+
+def test_demo_on_csv(tmp_path):
+    """--csv takes a numeric CSV with the target last."""
+    rng = np.random.default_rng(0)
+    data = np.column_stack([rng.standard_normal((80, 3)), rng.standard_normal(80)])
+    path = tmp_path / "d.csv"
+    np.savetxt(path, data, delimiter=",", header="a,b,c,target", comments="")
+    out = io.StringIO()
+    main(["demo", "--csv", str(path), "--cv", "2", "--head-dim", "2"], out=out)
+    assert "80 samples x 3 features" in out.getvalue()
+    assert "shape (2, 3)" in out.getvalue()
+
+
+def test_demo_rejects_bad_csv(tmp_path):
+    """A non-numeric CSV stops with a message naming the file."""
+    path = tmp_path / "bad.csv"
+    path.write_text("a,target\nx,1\n")
+    with pytest.raises(SystemExit, match="not a numeric CSV"):
+        main(["demo", "--csv", str(path)])
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED), reason="../shared/data not present")
+def test_module_entry_point_on_real_csv():
+    """`python -m nwensemble demo --csv` runs on a real data set."""
+    path = os.path.join(SHARED, "yacht_hydrodynamics.csv")
+    res = subprocess.run(
+        [sys.executable, "-m", "nwensemble", "demo", "--csv", path, "--cv", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "308 samples x 6 features" in res.stdout

@@ -1,0 +1,79 @@
+"""Property tests (hypothesis) for the NW invariants."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from numpy.testing import assert_allclose
+
+from nwensemble import NWAttentionRegressor
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=64)
+
+
+grid = st.integers(-100, 100).map(float)
+
+
+@st.composite
+def problems(draw, min_rows=3, max_rows=25, elements=finite):
+    n = draw(st.integers(min_rows, max_rows))
+    p = draw(st.integers(1, 4))
+    X = draw(arrays(np.float64, (n, p), elements=elements))
+    y = draw(arrays(np.float64, (n,), elements=finite))
+    Xq = draw(arrays(np.float64, (5, p), elements=st.floats(-1e4, 1e4, width=64)))
+    return X, y, Xq
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(), st.sampled_from([0, 5]))
+def test_predictions_within_target_range(problem, max_iter):
+    """Every prediction is a convex combination: inside [min y, max y]."""
+    X, y, Xq = problem
+    reg = NWAttentionRegressor(max_iter=max_iter, random_state=0).fit(X, y)
+    pred = reg.predict(np.vstack([X, Xq]))
+    assert np.all(np.isfinite(pred))
+    span = 1e-9 * max(1.0, np.abs(y).max())
+    assert np.all(pred >= y.min() - span) and np.all(pred <= y.max() + span)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems(), st.randoms(use_true_random=False))
+def test_permuting_training_rows_changes_nothing(problem, random):
+    """The NW estimate does not depend on the order of the training rows."""
+    X, y, Xq = problem
+    perm = np.array(random.sample(range(len(y)), len(y)))
+    init = np.eye(X.shape[1]) / (1.0 + X.std())
+    a = NWAttentionRegressor(init=init, max_iter=0, standardize=False).fit(X, y)
+    b = NWAttentionRegressor(init=init, max_iter=0, standardize=False).fit(
+        X[perm], y[perm]
+    )
+    assert_allclose(a.predict(Xq), b.predict(Xq), rtol=1e-9, atol=1e-9 * np.abs(y).max())
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems(min_rows=4, elements=grid), st.integers(0, 3))
+def test_tiny_bandwidth_reproduces_nearest_neighbour(problem, row):
+    """With a tiny bandwidth, a query next to a training row gets its target."""
+    X, y, _ = problem
+    # Distinct rows only: duplicates share their targets' average.
+    X, idx = np.unique(X, axis=0, return_index=True)
+    y = y[idx]
+    if len(y) < 2:
+        return
+    row = row % len(y)
+    gaps = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    gap = gaps[gaps > 0].min()
+    init = np.eye(X.shape[1]) * (60.0 / gap)
+    reg = NWAttentionRegressor(init=init, max_iter=0, standardize=False).fit(X, y)
+    query = X[row : row + 1] + 0.01 * gap
+    assert_allclose(reg.predict(query), y[row : row + 1], rtol=1e-6, atol=1e-6 * np.abs(y).max())
+
+
+@settings(max_examples=15, deadline=None)
+@given(problems(min_rows=6), st.integers(0, 10**6))
+def test_learned_fit_is_reproducible_and_in_range(problem, seed):
+    """Learned fits are seeded: same seed, same predictions."""
+    X, y, Xq = problem
+    a = NWAttentionRegressor(random_state=seed, max_iter=10).fit(X, y).predict(Xq)
+    b = NWAttentionRegressor(random_state=seed, max_iter=10).fit(X, y).predict(Xq)
+    assert_allclose(a, b)

@@ -1,0 +1,82 @@
+"""Bad input gets a clear error saying what is wrong."""
+
+import numpy as np
+import pytest
+
+from nwensemble import NWAttentionRegressor
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((30, 4))
+y = rng.standard_normal(30)
+
+
+def _with(a, index, value):
+    a = a.astype(object) if isinstance(value, str) else a.copy()
+    a[index] = value
+    return a
+
+
+@pytest.mark.parametrize(
+    "X_bad, y_bad, error, match",
+    [
+        (_with(X, (0, 1), np.nan), y, ValueError, "Input X contains NaN"),
+        (_with(X, (0, 1), np.inf), y, ValueError, "Input X contains infinity"),
+        (X, _with(y, 3, np.nan), ValueError, "Input y contains NaN"),
+        (X, _with(y, 3, -np.inf), ValueError, "Input y contains infinity"),
+        (_with(X, (0, 1), "a"), y, ValueError, "could not convert string to float"),
+        (X, _with(y, 0, "a"), ValueError, "could not convert string to float"),
+        (np.empty((0, 4)), np.empty(0), ValueError, "0 sample"),
+        (X[:1], y[:1], ValueError, "1 sample"),
+        (X[:, :, None], y, ValueError, "Found array with dim 3"),
+        (X, y[:-1], ValueError, "inconsistent numbers of samples"),
+    ],
+)
+def test_fit_rejects_bad_input(X_bad, y_bad, error, match):
+    """NaN, inf, strings, empty, one sample, 3-D, length mismatch: clear errors."""
+    with pytest.raises(error, match=match):
+        NWAttentionRegressor(max_iter=2).fit(X_bad, y_bad)
+
+
+def test_predict_rejects_wrong_feature_count():
+    """predict with another number of features says how many it expects."""
+    reg = NWAttentionRegressor(max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="expecting 4 features"):
+        reg.predict(X[:, :3])
+
+
+def test_predict_rejects_nan():
+    """NaN at predict time is refused, not propagated."""
+    reg = NWAttentionRegressor(max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        reg.predict(_with(X, (2, 2), np.nan))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"head_dim": 0}, "'head_dim' parameter"),
+        ({"max_iter": -1}, "'max_iter' parameter"),
+        ({"init": "nope"}, "'init' parameter"),
+        ({"validation_fraction": 1.0}, "'validation_fraction' parameter"),
+        ({"head_dim": 9}, "head_dim=9 is larger than n_features = 4"),
+        ({"init": np.eye(3)}, r"init must have shape \(head_dim, n_features\)"),
+    ],
+)
+def test_bad_parameters(params, match):
+    """Out-of-range parameters raise with the parameter named."""
+    with pytest.raises(ValueError, match=match):
+        NWAttentionRegressor(**params).fit(X, y)
+
+
+def test_sample_weight_checks():
+    """Negative weights, or fewer than two positive ones, are refused."""
+    with pytest.raises(ValueError, match="non-negative"):
+        NWAttentionRegressor().fit(X, y, sample_weight=np.r_[-1.0, np.ones(29)])
+    with pytest.raises(ValueError, match="At least 2 samples with positive"):
+        NWAttentionRegressor().fit(X, y, sample_weight=np.r_[1.0, np.zeros(29)])
+
+
+def test_early_stopping_needs_rows():
+    """Forcing early stopping on too few rows explains what is missing."""
+    with pytest.raises(ValueError, match="early_stopping=True"):
+        NWAttentionRegressor(early_stopping=True).fit(X[:2], y[:2])
