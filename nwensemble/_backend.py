@@ -44,17 +44,42 @@ def device(a):
     return array_api_compat.device(a)
 
 
-def exp_inplace(A, *, xp):
-    """``exp(A)``, overwriting ``A`` where the namespace allows it.
+def takes_out(xp):
+    """Whether the namespace's ``exp`` and ``matmul`` accept ``out=``.
 
-    NumPy and CuPy take ``out=``; reusing the buffer saves a fresh (n, n)
-    allocation per call, which costs as much as the exp itself at n = 4000.
+    NumPy and CuPy do; reusing an (n, n) buffer saves a fresh allocation per
+    call, which costs as much as the exp itself at n = 4000.
     """
-    if array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(
+    return array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(
         xp
-    ):
-        return xp.exp(A, out=A)
-    return xp.exp(A)
+    )
+
+
+def exp_inplace(A, *, xp):
+    """``exp(A)``, overwriting ``A`` where the namespace allows it."""
+    return xp.exp(A, out=A) if takes_out(xp) else xp.exp(A)
+
+
+def matmul_into(a, b, out, *, xp):
+    """``a @ b``, written into ``out`` when given and the namespace allows it."""
+    if out is not None and takes_out(xp):
+        return xp.matmul(a, b, out=out)
+    return a @ b
+
+
+def workspace_buffer(workspace, shape, like, *, xp):
+    """A reusable buffer of ``shape`` from the ``workspace`` dict, or None.
+
+    None where the namespace cannot write into buffers (then every product
+    allocates), or when no workspace is kept.
+    """
+    if workspace is None or not takes_out(xp):
+        return None
+    buf = workspace.get("block")
+    if buf is None or buf.dtype != like.dtype or buf.shape[1] != shape[1] or buf.shape[0] < shape[0]:
+        buf = xp.empty(shape, dtype=like.dtype, device=device(like))
+        workspace["block"] = buf
+    return buf[: shape[0], :]
 
 
 def to_numpy(a):

@@ -177,8 +177,9 @@ class BaseNWRegressor(
         Y_aug = xp.concat([Y, ones], axis=1)
         m = Q.shape[0]
         chunk = _chunk_rows(m, Z.shape[0], Q.dtype, xp=xp)
+        workspace = {}
         blocks = [
-            predict_block(Q[start : start + chunk, :], Z, Y_aug, bias, xp=xp)
+            predict_block(Q[start : start + chunk, :], Z, Y_aug, bias, xp=xp, workspace=workspace)
             for start in range(0, m, chunk)
         ]
         return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)

@@ -16,7 +16,7 @@ logits (softmax is invariant to a per-row constant).
 
 import math
 
-from nwensemble._backend import device, exp_inplace
+from nwensemble._backend import device, exp_inplace, matmul_into, workspace_buffer
 
 
 def _set_diagonal(A, value, *, xp):
@@ -32,36 +32,63 @@ def _set_diagonal(A, value, *, xp):
 
 
 def key_bias(Z, log_sw, *, xp):
-    """Per-key logit offset: ``-||z_j||^2 / 2 + log w_j``."""
-    return log_sw - 0.5 * xp.sum(Z * Z, axis=1)
+    """Per-key logit offset ``-||z_j||^2 / 2 + log(w_j / max w)``; never positive."""
+    return (log_sw - xp.max(log_sw)) - 0.5 * xp.sum(Z * Z, axis=1)
 
 
-def attention_logits(Q, Z, bias, *, xp):
-    """Logits ``q_i . z_j + bias_j`` from one matrix product.
+def attention_logits(Q, Z, bias, *, xp, query_norms=False, out=None):
+    """Logits ``q_i . z_j + bias_j`` (and ``- ||q_i||^2 / 2``) from one product.
 
-    The bias rides along as an extra column (``[Q, 1] @ [Z, bias]^T``), which
-    saves a pass over the (m, n) block.
+    The bias and, with ``query_norms``, the query norms ride along as extra
+    columns (``[Q, 1, -|q|^2/2] @ [Z, bias, 1]^T``), which saves passes over
+    the (m, n) block. With ``query_norms`` the logits are the full scores
+    ``-||q_i - z_j||^2 / 2 + log(w_j / max w) <= 0``.
     """
     ones = xp.ones((Q.shape[0], 1), dtype=Q.dtype, device=device(Q))
-    Q_aug = xp.concat([Q, ones], axis=1)
-    K_aug = xp.concat([Z, bias[:, None]], axis=1)
-    return Q_aug @ K_aug.T
+    q_cols, k_cols = [Q, ones], [Z, bias[:, None]]
+    if query_norms:
+        q_cols.append(-0.5 * xp.sum(Q * Q, axis=1, keepdims=True))
+        k_cols.append(xp.ones((Z.shape[0], 1), dtype=Z.dtype, device=device(Z)))
+    return matmul_into(
+        xp.concat(q_cols, axis=1), xp.concat(k_cols, axis=1).T, out, xp=xp
+    )
 
 
-def loo_attention(Z, log_sw, *, xp):
-    """Unnormalised leave-one-out attention of the training rows on each other.
+def attend(Q, Z, bias, R, *, xp, leave_one_out=False, workspace=None):
+    """Unnormalised attention ``E`` of queries on keys, and ``E @ R``.
 
-    Returns ``E`` (n, n) with ``E[i, j] = exp(logit_ij - max_j logit_ij)`` and
-    ``E[i, i] = 0``: a row never attends to itself. Rows are not normalised;
-    callers divide by the row sums they get from one matrix product.
+    ``R``'s last column must be ones, so the last column of ``E @ R`` holds the
+    row sums. With ``leave_one_out`` (``Q is Z``), ``E[i, i] = 0``.
+
+    Fast path: the full scores are never positive, so ``exp`` cannot overflow
+    and needs no row-maximum pass. If a row's attention underflows (a query far
+    from every key, relative to the bandwidth), the block is recomputed with the
+    row maximum subtracted first, which cannot underflow.
+
+    ``workspace`` (a dict kept by the caller across calls) holds the (m, n)
+    block between calls where the namespace can write into it.
     """
-    A = attention_logits(Z, Z, key_bias(Z, log_sw, xp=xp), xp=xp)
-    A = _set_diagonal(A, -math.inf, xp=xp)
-    A -= xp.max(A, axis=1, keepdims=True)
+    out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
+    kw = dict(xp=xp, leave_one_out=leave_one_out, out=out)
+    E = _exp_logits(Q, Z, bias, stable=False, **kw)
+    M = E @ R
+    floor = float(xp.finfo(E.dtype).smallest_normal) ** 0.5
+    if float(xp.min(M[:, -1])) < floor:
+        E = _exp_logits(Q, Z, bias, stable=True, **kw)
+        M = E @ R
+    return E, M
+
+
+def _exp_logits(Q, Z, bias, *, xp, leave_one_out, stable, out):
+    A = attention_logits(Q, Z, bias, xp=xp, query_norms=not stable, out=out)
+    if leave_one_out:
+        A = _set_diagonal(A, -math.inf, xp=xp)
+    if stable:
+        A -= xp.max(A, axis=1, keepdims=True)
     return exp_inplace(A, xp=xp)
 
 
-def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True):
+def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True, workspace=None):
     """Weighted leave-one-out mean squared error of NW attention and its gradient.
 
     Parameters
@@ -74,6 +101,8 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True):
         Non-negative sample weights summing to one; at least two positive.
     xp : namespace
     return_grad : bool
+    workspace : dict or None
+        Kept by the caller across evaluations to reuse the (n, n) buffer.
 
     Returns
     -------
@@ -100,18 +129,25 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True):
     n, t = Y.shape
     d = W.shape[1]
     Z = X @ W
-    log_sw = _log_weights(sw, xp=xp)
-    E = loo_attention(Z, log_sw, xp=xp)
+    bias = key_bias(Z, _log_weights(sw, xp=xp), xp=xp)
     ones = xp.ones((n, 1), dtype=X.dtype, device=device(X))
     if not return_grad:
-        num = E @ xp.concat([Y, ones], axis=1)
+        _, num = attend(
+            Z,
+            Z,
+            bias,
+            xp.concat([Y, ones], axis=1),
+            xp=xp,
+            leave_one_out=True,
+            workspace=workspace,
+        )
         Y_hat = num[:, :t] / num[:, t:]
         R = Y_hat - Y
         return float(xp.sum(sw * xp.sum(R * R, axis=1))), None
 
     # One pass over E for the forward values and everything G @ Z needs.
     YZ = xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
-    M = E @ YZ
+    E, M = attend(Z, Z, bias, YZ, xp=xp, leave_one_out=True, workspace=workspace)
     s = M[:, -1:]
     Y_hat = M[:, t * d + d : t * d + d + t] / s
     R = Y_hat - Y
@@ -126,7 +162,8 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True):
 
     # One pass over E^T for G^T @ Z and the column sums of G.
     V = xp.concat([aR[:, k : k + 1] * Z for k in range(t)] + [b * Z, aR, b], axis=1)
-    N = E.T @ V
+    # (V^T E)^T, not E^T V: the same product, 1.6x faster through OpenBLAS.
+    N = (V.T @ E).T
     del E
     GtZ = -N[:, t * d : t * d + d]
     colsum = -N[:, -1:]
@@ -139,7 +176,7 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True):
     return loss, grad
 
 
-def predict_block(Q, Z, Y_aug, bias, *, xp):
+def predict_block(Q, Z, Y_aug, bias, *, xp, workspace=None):
     """NW estimates for one block of projected queries.
 
     Parameters
@@ -153,14 +190,14 @@ def predict_block(Q, Z, Y_aug, bias, *, xp):
         and the normaliser come from one matrix product.
     bias : array of shape (n,)
         ``key_bias(Z, log_sw)``.
+    workspace : dict or None
+        Reuses one (m, n) buffer across blocks.
 
     Returns
     -------
     Y_hat : array of shape (m, t)
     """
-    A = attention_logits(Q, Z, bias, xp=xp)
-    A -= xp.max(A, axis=1, keepdims=True)
-    num = exp_inplace(A, xp=xp) @ Y_aug
+    _, num = attend(Q, Z, bias, Y_aug, xp=xp, workspace=workspace)
     return num[:, :-1] / num[:, -1:]
 
 

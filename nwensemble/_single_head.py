@@ -219,7 +219,6 @@ class NWAttentionRegressor(BaseNWRegressor):
         center, scale = self._fit_standardization(X, sw, xp=xp)
         Xs = (X - center) / scale
         Ys = _scaled_targets(Y, sw, xp=xp)
-        n, p = X.shape
         scale_np = to_numpy(scale).astype(np.float64)
 
         W0 = _initial_projection(
@@ -266,6 +265,11 @@ def _initial_projection(est, previous, Xs, Ys, sw, scale_np, *, rng, xp):
     """Starting ``W`` (p, d) as a float64 NumPy array, in standardised units."""
     n, p = Xs.shape
     if previous is not None:
+        if previous.shape[1] != p:
+            raise ValueError(
+                f"warm_start=True needs the {previous.shape[1]} features of the "
+                f"previous fit; got {p}. Set warm_start=False to start afresh."
+            )
         return scale_np[:, None] * to_numpy(previous).astype(np.float64).T
     init = est.init
     if not isinstance(init, str):
@@ -379,6 +383,8 @@ def _fit_projection(est, W0, Xs, Ys, sw, *, rng, xp):
         est.callback(theta.reshape(p, d).T, n_iter)
 
     train, val = _split_validation(est, Xs, Ys, sw, rng=rng, xp=xp)
+    # One monitor for all stages: the held-out rows judge every iterate, and
+    # each stage starts from the best one so far.
     monitor = None
     if val is not None:
         monitor = EarlyStopping(
@@ -395,9 +401,12 @@ def _fit_projection(est, W0, Xs, Ys, sw, *, rng, xp):
 
     W, n_iter, n_fev, curve, result = W0, 0, 0, [], None
     for label, (Xst, Yst, swt) in stages:
+        workspace = {}
 
-        def fun(theta, Xst=Xst, Yst=Yst, swt=swt):
-            loss, grad = loo_loss_and_grad(as_W(theta, Xst), Xst, Yst, swt, xp=xp)
+        def fun(theta, Xst=Xst, Yst=Yst, swt=swt, workspace=workspace):
+            loss, grad = loo_loss_and_grad(
+                as_W(theta, Xst), Xst, Yst, swt, xp=xp, workspace=workspace
+            )
             return loss, to_numpy(grad)
 
         run = LBFGSRun(
@@ -412,7 +421,7 @@ def _fit_projection(est, W0, Xs, Ys, sw, *, rng, xp):
         if monitor is not None:
             monitor.reset_patience()
         result = run.run(W, max_iter=est.max_iter, tol=est.tol, n_rows=Xst.shape[0])
-        W = result.x.reshape(p, d) if monitor is None else monitor.best_theta
+        W = result.x if monitor is None else monitor.best_theta
         W = W.reshape(p, d)
         n_iter += result.nit
         n_fev += result.nfev

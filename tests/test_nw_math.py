@@ -40,9 +40,15 @@ def _problem(n, p, d, t, weighted, seed=0):
 
 @pytest.mark.parametrize("t", [1, 3])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_loss_matches_naive_loop(t, weighted):
-    """The vectorised loss equals the loop over leave-one-out queries."""
+@pytest.mark.parametrize("scale", [1.0, 40.0])
+def test_loss_matches_naive_loop(t, weighted, scale):
+    """The vectorised loss equals the loop over leave-one-out queries.
+
+    At ``scale=40`` some rows' attention underflows on the fast path, so the
+    row-maximum fallback is exercised too.
+    """
     W, X, Y, sw = _problem(40, 5, 3, t, weighted)
+    W = W * scale
     loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np)
     assert_allclose(loss, _naive_loo_loss(W, X, Y, sw), rtol=1e-12)
 
@@ -83,17 +89,19 @@ def test_zero_weight_rows_are_ignored():
     assert_allclose(full[1], sub[1], rtol=1e-10, atol=1e-14)
 
 
-def test_predict_block_is_softmax_average():
-    """A prediction block is the softmax-weighted mean of targets."""
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+def test_predict_block_is_softmax_average(offset):
+    """A prediction block is the softmax-weighted mean of targets, also for
+    queries far from every key (the underflow fallback)."""
     rng = np.random.default_rng(3)
-    Q, Z = rng.standard_normal((7, 3)), rng.standard_normal((20, 3))
+    Q, Z = rng.standard_normal((7, 3)) + offset, rng.standard_normal((20, 3))
     Y = rng.standard_normal((20, 2))
     sw = np.full(20, 1 / 20)
     bias = key_bias(Z, _log_weights(sw, xp=np), xp=np)
     got = predict_block(Q, Z, np.hstack([Y, np.ones((20, 1))]), bias, xp=np)
     d2 = ((Q[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
-    w = np.exp(-0.5 * d2)
-    assert_allclose(got, (w / w.sum(1, keepdims=True)) @ Y, rtol=1e-12)
+    w = np.exp(-0.5 * (d2 - d2.min(1, keepdims=True)))
+    assert_allclose(got, (w / w.sum(1, keepdims=True)) @ Y, rtol=1e-9)
 
 
 def test_heldout_loss_uses_only_keys():

@@ -80,3 +80,10 @@ def test_early_stopping_needs_rows():
     """Forcing early stopping on too few rows explains what is missing."""
     with pytest.raises(ValueError, match="early_stopping=True"):
         NWAttentionRegressor(early_stopping=True).fit(X[:2], y[:2])
+
+
+def test_warm_start_needs_same_features():
+    """warm_start with another number of features explains the clash."""
+    reg = NWAttentionRegressor(max_iter=0, warm_start=True).fit(X, y)
+    with pytest.raises(ValueError, match="warm_start=True needs the 4 features"):
+        reg.fit(X[:, :3], y)
