@@ -105,14 +105,17 @@ class BaseNWRegressor(
         The scale is the weighted standard deviation when ``standardize`` is true,
         else one. It is computed after dividing by the column's largest magnitude,
         so features near 1e150 or 1e-150 neither overflow nor underflow; constant
-        features get scale one.
+        features (and subnormal spreads) get scale one.
         """
         center = xp.sum(sw[:, None] * X, axis=0)
         Xc = X - center
         if not self.standardize:
             return center, xp.ones_like(center)
+        # Spreads below the smallest normal float cannot be inverted into
+        # finite components_: such features count as constant.
         max_abs = xp.max(xp.abs(Xc), axis=0)
-        max_abs = xp.where(max_abs > 0, max_abs, xp.ones_like(max_abs))
+        tiny = float(xp.finfo(X.dtype).smallest_normal)
+        max_abs = xp.where(max_abs >= tiny, max_abs, xp.ones_like(max_abs))
         Xn = Xc / max_abs
         std = xp.sqrt(xp.sum(sw[:, None] * Xn * Xn, axis=0))
         eps = float(xp.finfo(X.dtype).eps)

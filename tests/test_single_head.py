@@ -295,3 +295,11 @@ def test_early_stopping_keeps_the_best_heldout_point(friedman):
     X, y = friedman
     reg = NWAttentionRegressor(early_stopping=True, random_state=0).fit(X, y)
     assert reg.n_iter_ >= 1
+
+
+def test_subnormal_features_count_as_constant():
+    """Features with a subnormal spread (1e-313) give finite predictions."""
+    X = np.array([[2.2e-313], [2.2e-313], [0.0], [0.0]])
+    reg = NWAttentionRegressor(max_iter=0).fit(X, [0.0, 1.0, 2.0, 3.0])
+    assert np.all(np.isfinite(reg.components_))
+    assert np.all(np.isfinite(reg.predict(X)))
