@@ -124,7 +124,8 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True, workspace=None):
 
     so ``G Z``, ``G^T Z`` and ``colsum G`` come from one product with ``E`` and one
     with ``E^T``. Cost: three (n, n) matrix products of inner size about
-    ``(t + 1)(d + 1)``, one exp; two (n, n) arrays alive at most.
+    ``(t + 1)(d + 1)``, one exp, one (n, n) array (reused across calls through
+    ``workspace`` where the namespace allows).
     """
     n, t = Y.shape
     d = W.shape[1]
