@@ -44,10 +44,13 @@ def _demo(args, out):
         X, y = _load_csv(args.csv)
         name = args.csv
     cv = KFold(n_splits=args.cv, shuffle=True, random_state=args.random_state)
+    # k may not exceed the rows of the smallest inner (5-fold) training split.
+    inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
+    ks = [k for k in (1, 3, 5, 10, 20, 40) if k <= inner_rows]
     knn = GridSearchCV(
         make_pipeline(StandardScaler(), KNeighborsRegressor()),
         {
-            "kneighborsregressor__n_neighbors": [1, 3, 5, 10, 20, 40],
+            "kneighborsregressor__n_neighbors": ks,
             "kneighborsregressor__weights": ["uniform", "distance"],
         },
         scoring="neg_root_mean_squared_error",
