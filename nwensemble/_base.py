@@ -111,15 +111,17 @@ class BaseNWRegressor(
         Xc = X - center
         if not self.standardize:
             return center, xp.ones_like(center)
-        # Spreads below the smallest normal float cannot be inverted into
-        # finite components_: such features count as constant.
+        # A feature counts as constant when its spread is rounding noise of its
+        # magnitude, or subnormal (not invertible into finite components_).
         max_abs = xp.max(xp.abs(Xc), axis=0)
+        magnitude = xp.max(xp.abs(X), axis=0)
+        eps = float(xp.finfo(X.dtype).eps)
         tiny = float(xp.finfo(X.dtype).smallest_normal)
-        max_abs = xp.where(max_abs >= tiny, max_abs, xp.ones_like(max_abs))
+        varies = (max_abs >= tiny) & (max_abs > 100 * eps * magnitude)
+        max_abs = xp.where(varies, max_abs, xp.ones_like(max_abs))
         Xn = Xc / max_abs
         std = xp.sqrt(xp.sum(sw[:, None] * Xn * Xn, axis=0))
-        eps = float(xp.finfo(X.dtype).eps)
-        std = xp.where(std > 100 * eps, std, xp.ones_like(std))
+        std = xp.where(varies & (std > 0), std, xp.ones_like(std))
         return center, std * max_abs
 
     # ------------------------------------------------------------------ predict side

@@ -7,9 +7,16 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 from sklearn import config_context  # noqa: E402
 
 from nwensemble._backend import to_numpy  # noqa: E402
+
+# The same examples on every run, so that a CI result can be reproduced;
+# HYPOTHESIS_PROFILE=explore searches afresh.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 class Namespace:

@@ -303,3 +303,10 @@ def test_subnormal_features_count_as_constant():
     reg = NWAttentionRegressor(max_iter=0).fit(X, [0.0, 1.0, 2.0, 3.0])
     assert np.all(np.isfinite(reg.components_))
     assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_rounding_noise_spread_counts_as_constant():
+    """A constant tiny feature whose centring leaves rounding noise is constant."""
+    X = np.full((3, 1), 2.46264097e-164)
+    reg = NWAttentionRegressor(max_iter=0).fit(X, [0.0, 1.0, 2.0])
+    assert_allclose(reg.predict(np.ones((2, 1))), 1.0)
