@@ -44,8 +44,15 @@ def mlkr_python(path):
         print(f"creating {venv} (metric-learn 0.7.0, scikit-learn<1.8) ...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
         subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", "scikit-learn<1.8",
-             "metric-learn==0.7.0"],
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "scikit-learn<1.8",
+                "metric-learn==0.7.0",
+            ],
             check=True,
         )
     return python
@@ -99,7 +106,9 @@ def main(argv=None):
     print(header)
     for n in args.sizes:
         n_total = n * args.folds // (args.folds - 1)
-        X, y = make_friedman1(n_samples=n_total, n_features=10, noise=1.0, random_state=0)
+        X, y = make_friedman1(
+            n_samples=n_total, n_features=10, noise=1.0, random_state=0
+        )
         folds = list(KFold(args.folds, shuffle=True, random_state=0).split(X))
         nw = run_nw(X, y, folds)
         ml = run_mlkr(python, X, y, folds) if python else None

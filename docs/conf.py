@@ -48,4 +48,6 @@ sphinx_gallery_conf = {
     "remove_config_comments": True,
 }
 
-warnings.filterwarnings("ignore", category=UserWarning, message="Matplotlib is currently")
+warnings.filterwarnings(
+    "ignore", category=UserWarning, message="Matplotlib is currently"
+)

@@ -50,9 +50,9 @@ def takes_out(xp):
     NumPy and CuPy do; reusing an (n, n) buffer saves a fresh allocation per
     call, which costs as much as the exp itself at n = 4000.
     """
-    return array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_cupy_namespace(
+    return array_api_compat.is_numpy_namespace(
         xp
-    )
+    ) or array_api_compat.is_cupy_namespace(xp)
 
 
 def exp_inplace(A, *, xp):
@@ -76,7 +76,13 @@ def workspace_buffer(workspace, shape, like, *, xp):
     if workspace is None or not takes_out(xp):
         return None
     buf = workspace.get("block")
-    if buf is None or buf.dtype != like.dtype or buf.shape[1] != shape[1] or buf.shape[0] < shape[0]:
+    fits = (
+        buf is not None
+        and buf.dtype == like.dtype
+        and buf.shape[1] == shape[1]
+        and buf.shape[0] >= shape[0]
+    )
+    if not fits:
         buf = xp.empty(shape, dtype=like.dtype, device=device(like))
         workspace["block"] = buf
     return buf[: shape[0], :]
@@ -134,6 +140,4 @@ def _where(a):
         return "numpy", "cpu"
     if array_api_compat.is_numpy_array(a):
         return "numpy", "cpu"
-    return array_api_compat.array_namespace(a).__name__, str(
-        array_api_compat.device(a)
-    )
+    return array_api_compat.array_namespace(a).__name__, str(array_api_compat.device(a))

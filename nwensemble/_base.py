@@ -5,7 +5,6 @@
 
 from numbers import Integral, Real
 
-from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -13,15 +12,18 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
 from nwensemble._backend import (
-    device,
     get_namespace,
     move_to,
     same_namespace_or_raise,
 )
-from nwensemble._nw_math import key_bias, predict_block
+from nwensemble._nw_math import nw_predict
 
 
 class BaseNWRegressor(
@@ -176,18 +178,7 @@ class BaseNWRegressor(
 
     def _predict_projected(self, Q, *, xp):
         """Chunked NW prediction for projected queries ``Q``."""
-        Z, Y = self._z_fit, self._y_fit
-        bias = key_bias(Z, self._log_sw, xp=xp)
-        ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
-        Y_aug = xp.concat([Y, ones], axis=1)
-        m = Q.shape[0]
-        chunk = _chunk_rows(m, Z.shape[0], Q.dtype, xp=xp)
-        workspace = {}
-        blocks = [
-            predict_block(Q[start : start + chunk, :], Z, Y_aug, bias, xp=xp, workspace=workspace)
-            for start in range(0, m, chunk)
-        ]
-        return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+        return nw_predict(Q, self._z_fit, self._y_fit, self._log_sw, xp=xp)
 
 
 def _as_float(X, *, xp):
@@ -195,13 +186,3 @@ def _as_float(X, *, xp):
     if X.dtype == xp.float32 or X.dtype == xp.float64:
         return X
     return xp.astype(X, xp.float64)
-
-
-def _chunk_rows(n_queries, n_train, dtype, *, xp):
-    """Rows per prediction block so that two (rows, n_train) blocks fit in
-    scikit-learn's ``working_memory``."""
-    itemsize = 4 if dtype == xp.float32 else 8
-    budget = get_config()["working_memory"] * 2**20
-    rows = int(budget // (2 * itemsize * max(n_train, 1)))
-    return int(min(max(rows, 1), max(n_queries, 1)))
-

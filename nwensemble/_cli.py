@@ -62,12 +62,13 @@ def _demo(args, out):
         "k-NN (tuned k, weights)": knn,
     }
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
-    print(f"{args.cv}-fold cross-validated RMSE (shuffled, seed {args.random_state})", file=out)
+    print(
+        f"{args.cv}-fold cross-validated RMSE (shuffled, seed {args.random_state})",
+        file=out,
+    )
     print(f"{'model':<26}{'RMSE':>16}{'fit time (s)':>15}", file=out)
     for label, model in models.items():
-        res = cross_validate(
-            model, X, y, cv=cv, scoring="neg_root_mean_squared_error"
-        )
+        res = cross_validate(model, X, y, cv=cv, scoring="neg_root_mean_squared_error")
         rmse = -res["test_score"]
         print(
             f"{label:<26}{rmse.mean():>9.4f} ± {rmse.std():<6.4f}"

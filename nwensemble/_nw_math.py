@@ -16,7 +16,14 @@ logits (softmax is invariant to a per-row constant).
 
 import math
 
-from nwensemble._backend import device, exp_inplace, matmul_into, workspace_buffer
+from sklearn import get_config
+
+from nwensemble._backend import (
+    device,
+    exp_inplace,
+    matmul_into,
+    workspace_buffer,
+)
 
 
 def _set_diagonal(A, value, *, xp):
@@ -202,15 +209,42 @@ def predict_block(Q, Z, Y_aug, bias, *, xp, workspace=None):
     return num[:, :-1] / num[:, -1:]
 
 
+def nw_predict(Q, Z, Y, log_sw, *, xp):
+    """NW estimates for projected queries ``Q`` from keys ``Z`` with targets ``Y``.
+
+    Queries go in blocks sized to scikit-learn's ``working_memory``, all written
+    into one reused buffer, so memory stays O(block x n) whatever ``len(Q)``.
+    """
+    bias = key_bias(Z, log_sw, xp=xp)
+    ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
+    Y_aug = xp.concat([Y, ones], axis=1)
+    m = Q.shape[0]
+    chunk = _chunk_rows(m, Z.shape[0], Q.dtype, xp=xp)
+    workspace = {}
+    blocks = [
+        predict_block(
+            Q[start : start + chunk, :], Z, Y_aug, bias, xp=xp, workspace=workspace
+        )
+        for start in range(0, m, chunk)
+    ]
+    return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+
+
+def _chunk_rows(n_queries, n_train, dtype, *, xp):
+    """Rows per prediction block so that two (rows, n_train) blocks fit in
+    scikit-learn's ``working_memory``."""
+    itemsize = 4 if dtype == xp.float32 else 8
+    budget = get_config()["working_memory"] * 2**20
+    rows = int(budget // (2 * itemsize * max(n_train, 1)))
+    return int(min(max(rows, 1), max(n_queries, 1)))
+
+
 def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, xp):
     """Weighted MSE of queries ``Xq`` predicted from keys ``Xk`` (no overlap).
 
     Used for early stopping: held-out rows are queries only, never keys.
     """
-    Zk = Xk @ W
-    bias = key_bias(Zk, _log_weights(swk, xp=xp), xp=xp)
-    ones = xp.ones((Yk.shape[0], 1), dtype=Yk.dtype, device=device(Yk))
-    Y_hat = predict_block(Xq @ W, Zk, xp.concat([Yk, ones], axis=1), bias, xp=xp)
+    Y_hat = nw_predict(Xq @ W, Xk @ W, Yk, _log_weights(swk, xp=xp), xp=xp)
     R = Y_hat - Yq
     return float(xp.sum(swq * xp.sum(R * R, axis=1)))
 

@@ -221,9 +221,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         Ys = _scaled_targets(Y, sw, xp=xp)
         scale_np = to_numpy(scale).astype(np.float64)
 
-        W0 = _initial_projection(
-            self, previous, Xs, Ys, sw, scale_np, rng=rng, xp=xp
-        )
+        W0 = _initial_projection(self, previous, Xs, Ys, sw, scale_np, rng=rng, xp=xp)
         start = time.perf_counter()
         W, n_iter, n_fev, curve, result = _fit_projection(
             self, W0, Xs, Ys, sw, rng=rng, xp=xp
@@ -285,8 +283,7 @@ def _initial_projection(est, previous, Xs, Ys, sw, scale_np, *, rng, xp):
     d = p if est.head_dim is None else est.head_dim
     if d > p:
         raise ValueError(
-            f"head_dim={d} is larger than n_features = {p}; use head_dim <= "
-            "n_features."
+            f"head_dim={d} is larger than n_features = {p}; use head_dim <= n_features."
         )
     if init == "auto":
         init = "pca" if d < p else "identity"
@@ -316,8 +313,17 @@ def _search_scale(W, Xs, Ys, sw, *, rng, xp):
     Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
     spread = float(xp.sum(sw[:, None] * Zc * Zc)) / W.shape[1]
     base = 1.0 / math.sqrt(spread) if spread > 0 else 1.0
+    workspace = {}
     losses = [
-        loo_loss_and_grad(Wx * float(base * g), Xs, Ys, sw, xp=xp, return_grad=False)[0]
+        loo_loss_and_grad(
+            Wx * float(base * g),
+            Xs,
+            Ys,
+            sw,
+            xp=xp,
+            return_grad=False,
+            workspace=workspace,
+        )[0]
         for g in _SCALE_GRID
     ]
     losses = np.nan_to_num(np.asarray(losses), nan=np.inf)
@@ -329,7 +335,9 @@ def _subsample(Xs, Ys, sw, size, *, rng, xp):
     positive = np.flatnonzero(to_numpy(sw) > 0)
     if positive.shape[0] <= size and positive.shape[0] == Xs.shape[0]:
         return Xs, Ys, sw
-    rows = np.sort(rng.choice(positive, size=min(size, positive.shape[0]), replace=False))
+    rows = np.sort(
+        rng.choice(positive, size=min(size, positive.shape[0]), replace=False)
+    )
     idx = xp.asarray(rows, device=device(Xs))
     sw_sub = xp.take(sw, idx, axis=0)
     return xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), sw_sub / xp.sum(sw_sub)

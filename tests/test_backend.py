@@ -6,7 +6,12 @@ from numpy.testing import assert_allclose
 from sklearn import config_context
 
 from nwensemble import NWAttentionRegressor
-from nwensemble._backend import get_namespace, move_to, same_namespace_or_raise, to_numpy
+from nwensemble._backend import (
+    get_namespace,
+    move_to,
+    same_namespace_or_raise,
+    to_numpy,
+)
 
 
 def test_dispatch_off_serves_numpy():
@@ -43,7 +48,9 @@ def test_predict_refuses_another_namespace():
     X, y = rng.standard_normal((20, 3)), rng.standard_normal(20)
     with config_context(array_api_dispatch=True):
         reg = NWAttentionRegressor(max_iter=2).fit(xps.asarray(X), xps.asarray(y))
-        with pytest.raises(ValueError, match=r"NWAttentionRegressor.predict\(\) must use"):
+        with pytest.raises(
+            ValueError, match=r"NWAttentionRegressor.predict\(\) must use"
+        ):
             reg.predict(X)
     with pytest.raises(ValueError, match="same namespace"):
         same_namespace_or_raise(X, reg.components_, estimator=reg, method="predict")
@@ -60,7 +67,9 @@ def test_cupy_fit_predict_match_numpy():
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((200, 4)), rng.standard_normal(200)
     ref = NWAttentionRegressor(random_state=0, max_iter=20).fit(X, y)
-    reg = NWAttentionRegressor(random_state=0, max_iter=20).fit(cupy.asarray(X), cupy.asarray(y))
+    reg = NWAttentionRegressor(random_state=0, max_iter=20).fit(
+        cupy.asarray(X), cupy.asarray(y)
+    )
     pred = reg.predict(cupy.asarray(X))
     assert isinstance(pred, cupy.ndarray)
     assert_allclose(cupy.asnumpy(pred), ref.predict(X), rtol=1e-6)

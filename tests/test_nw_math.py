@@ -72,7 +72,9 @@ def test_gradient_matches_finite_differences(t, weighted):
     )
     assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
     # scipy's forward differences agree too, at their coarser accuracy.
-    assert_allclose(grad.ravel(), approx_fprime(W.ravel(), loss, 1e-8), rtol=1e-3, atol=1e-6)
+    assert_allclose(
+        grad.ravel(), approx_fprime(W.ravel(), loss, 1e-8), rtol=1e-3, atol=1e-6
+    )
 
 
 def test_zero_weight_rows_are_ignored():

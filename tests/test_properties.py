@@ -47,7 +47,9 @@ def test_permuting_training_rows_changes_nothing(problem, random):
     b = NWAttentionRegressor(init=init, max_iter=0, standardize=False).fit(
         X[perm], y[perm]
     )
-    assert_allclose(a.predict(Xq), b.predict(Xq), rtol=1e-9, atol=1e-9 * np.abs(y).max())
+    assert_allclose(
+        a.predict(Xq), b.predict(Xq), rtol=1e-9, atol=1e-9 * np.abs(y).max()
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -66,7 +68,9 @@ def test_tiny_bandwidth_reproduces_nearest_neighbour(problem, row):
     init = np.eye(X.shape[1]) * (60.0 / gap)
     reg = NWAttentionRegressor(init=init, max_iter=0, standardize=False).fit(X, y)
     query = X[row : row + 1] + 0.01 * gap
-    assert_allclose(reg.predict(query), y[row : row + 1], rtol=1e-6, atol=1e-6 * np.abs(y).max())
+    assert_allclose(
+        reg.predict(query), y[row : row + 1], rtol=1e-6, atol=1e-6 * np.abs(y).max()
+    )
 
 
 @settings(max_examples=15, deadline=None)

@@ -95,7 +95,9 @@ def test_multi_output_shapes(ns, friedman):
     Y = np.column_stack([y, -y, y**2])
     with ns.context():
         reg = NWAttentionRegressor(head_dim=2, max_iter=5, random_state=0)
-        pred = ns.check_output(reg.fit(ns.asarray(X), ns.asarray(Y)).predict(ns.asarray(X)))
+        pred = ns.check_output(
+            reg.fit(ns.asarray(X), ns.asarray(Y)).predict(ns.asarray(X))
+        )
         assert pred.shape == (200, 3)
         pred1 = reg.fit(ns.asarray(X), ns.asarray(Y[:, :1])).predict(ns.asarray(X))
         assert ns.check_output(pred1).shape == (200, 1)
@@ -179,7 +181,9 @@ def test_pandas_input_sets_feature_names(friedman):
     pd = pytest.importorskip("pandas")
     X, y = friedman
     df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
-    reg = NWAttentionRegressor(head_dim=2, max_iter=5, random_state=0).fit(df, pd.Series(y))
+    reg = NWAttentionRegressor(head_dim=2, max_iter=5, random_state=0).fit(
+        df, pd.Series(y)
+    )
     assert list(reg.feature_names_in_) == list(df.columns)
     assert_allclose(reg.predict(df), reg.predict(X))
 
@@ -264,7 +268,10 @@ def test_callback_gets_components(friedman):
     X, y = friedman
     seen = []
     NWAttentionRegressor(
-        head_dim=2, max_iter=3, random_state=0, callback=lambda c, i: seen.append((c.shape, i))
+        head_dim=2,
+        max_iter=3,
+        random_state=0,
+        callback=lambda c, i: seen.append((c.shape, i)),
     ).fit(X, y)
     assert seen and all(shape == (2, X.shape[1]) for shape, _ in seen)
 
