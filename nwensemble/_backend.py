@@ -60,6 +60,13 @@ def exp_inplace(A, *, xp):
     return xp.exp(A, out=A) if takes_out(xp) else xp.exp(A)
 
 
+def maximum_inplace(A, value, *, xp):
+    """``maximum(A, value)`` for a Python float, overwriting ``A`` where allowed."""
+    if takes_out(xp):
+        return xp.maximum(A, value, out=A)
+    return xp.where(A >= value, A, xp.full_like(A, value))
+
+
 def matmul_into(a, b, out, *, xp):
     """``a @ b``, written into ``out`` when given and the namespace allows it."""
     if out is not None and takes_out(xp):

@@ -22,6 +22,7 @@ from nwensemble._backend import (
     device,
     exp_inplace,
     matmul_into,
+    maximum_inplace,
     workspace_buffer,
 )
 
@@ -88,11 +89,31 @@ def attend(Q, Z, bias, R, *, xp, leave_one_out=False, workspace=None):
 
 def _exp_logits(Q, Z, bias, *, xp, leave_one_out, stable, out):
     A = attention_logits(Q, Z, bias, xp=xp, query_norms=not stable, out=out)
-    if leave_one_out:
+    if leave_one_out and stable:
         A = _set_diagonal(A, -math.inf, xp=xp)
     if stable:
         A -= xp.max(A, axis=1, keepdims=True)
-    return exp_inplace(A, xp=xp)
+    # Negligible weights are made exactly zero. Left as they are, exp returns
+    # subnormals (or tiny normals whose products in the next matrix products
+    # are subnormal), and arithmetic on subnormals runs several times slower
+    # on x86: a leave-one-out evaluation at n=3600 took 100-240 ms instead of
+    # 60 ms once the learned bandwidth was small. Clamping the logits at
+    # ``floor`` and subtracting ``exp(floor)`` zeroes weights below ~1e-292
+    # (float64; ~1e-31 in float32), at most 1e-138 (1e-12) of their row's sum
+    # on the fast path.
+    floor = _logit_floor(A.dtype, xp=xp)
+    A = maximum_inplace(A, floor, xp=xp)
+    E = exp_inplace(A, xp=xp)
+    E -= math.exp(floor)
+    if leave_one_out:
+        E = _set_diagonal(E, 0.0, xp=xp)
+    return E
+
+
+def _logit_floor(dtype, *, xp):
+    """Logit whose exp times any mantissa-resolution value is still normal."""
+    info = xp.finfo(dtype)
+    return math.log(float(info.smallest_normal)) - math.log(float(info.eps))
 
 
 def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True, workspace=None):

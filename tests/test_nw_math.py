@@ -40,12 +40,13 @@ def _problem(n, p, d, t, weighted, seed=0):
 
 @pytest.mark.parametrize("t", [1, 3])
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("scale", [1.0, 40.0])
+@pytest.mark.parametrize("scale", [1.0, 12.0, 40.0])
 def test_loss_matches_naive_loop(t, weighted, scale):
     """The vectorised loss equals the loop over leave-one-out queries.
 
-    At ``scale=40`` some rows' attention underflows on the fast path, so the
-    row-maximum fallback is exercised too.
+    At ``scale=12`` many weights fall below the zeroing floor; at ``scale=40``
+    some rows' attention underflows on the fast path, so the row-maximum
+    fallback is exercised too.
     """
     W, X, Y, sw = _problem(40, 5, 3, t, weighted)
     W = W * scale

@@ -1,0 +1,48 @@
+"""The L-BFGS driver's thread handling and early stopping."""
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+from nwensemble._optim import EarlyStopping, LBFGSRun, _other_blas_single_threaded
+
+
+def _threads():
+    return {
+        info["filepath"]: info["num_threads"]
+        for info in threadpool_info()
+        if info["user_api"] == "blas"
+    }
+
+
+def test_other_blas_held_to_one_thread_and_restored():
+    """Inside the context only NumPy's BLAS keeps its threads; after, all do."""
+    before = _threads()
+    with _other_blas_single_threaded():
+        inside = _threads()
+    assert _threads() == before
+    changed = {path for path in before if inside[path] != before[path]}
+    assert all(inside[path] == 1 for path in changed)
+    assert any("numpy" in path and inside[path] == before[path] for path in before)
+
+
+def test_lbfgs_run_minimises_a_quadratic():
+    """The driver reaches the minimum and records one loss per iteration."""
+    target = np.arange(4.0)
+    run = LBFGSRun(
+        lambda t: (float(np.sum((t - target) ** 2)), 2 * (t - target)), name="T"
+    )
+    result = run.run(np.zeros(4), max_iter=50, tol=1e-10, n_rows=10)
+    np.testing.assert_allclose(result.x, target, atol=1e-6)
+    assert len(run.loss_curve) == result.nit
+
+
+def test_early_stopping_keeps_best_and_stops():
+    """The monitor keeps the best parameters and stops after its patience."""
+    losses = iter([1.0, 0.5, 0.6, 0.7, 0.8])
+    monitor = EarlyStopping(lambda theta: next(losses), patience=3, tol=0.0)
+    monitor.start(np.array([0.0]))
+    assert not monitor.update(np.array([1.0]))
+    assert not monitor.update(np.array([2.0]))
+    assert not monitor.update(np.array([3.0]))
+    assert monitor.update(np.array([4.0]))
+    np.testing.assert_array_equal(monitor.best_theta, [1.0])
