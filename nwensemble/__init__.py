@@ -5,6 +5,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._single_head import NWAttentionRegressor
 
 try:
@@ -12,4 +13,4 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["NWAttentionRegressor", "__version__"]
+__all__ = ["MultiHeadNWRegressor", "NWAttentionRegressor", "__version__"]

@@ -3,14 +3,19 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import time
+import warnings
 from numbers import Integral, Real
 
+import numpy as np
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     RegressorMixin,
     TransformerMixin,
 )
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -19,11 +24,25 @@ from sklearn.utils.validation import (
 )
 
 from nwensemble._backend import (
+    device,
     get_namespace,
     move_to,
     same_namespace_or_raise,
+    to_numpy,
 )
-from nwensemble._nw_math import nw_predict
+from nwensemble._fitting import (
+    fit_projection,
+    initial_projection,
+    scaled_targets,
+)
+from nwensemble._nw_math import (
+    _log_weights,
+    iter_head_attention,
+    loo_head_predictions,
+    loo_spread,
+    nw_predict,
+    nw_predict_with_spread,
+)
 
 
 class BaseNWRegressor(
@@ -36,6 +55,9 @@ class BaseNWRegressor(
     ``fit`` and set ``components_`` plus the private fitted state that
     ``_predict_projected`` reads.
     """
+
+    # Whether components_ is (head_dim, n_features) rather than 3-D.
+    _single_head = False
 
     _parameter_constraints: dict = {
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
@@ -126,6 +148,106 @@ class BaseNWRegressor(
         std = xp.where(varies & (std > 0), std, xp.ones_like(std))
         return center, std * max_abs
 
+    def _fit_heads(self, X, y, sample_weight, *, n_heads, diversity):
+        """Validate, standardise, learn the heads and store the fitted state.
+
+        Sets ``components_`` (shape from ``_components_shape``), the private
+        state prediction needs, ``n_iter_``, ``n_fev_``, ``loss_curve_``, and the
+        noise scale of ``predict(return_std=True)``. Returns the heads'
+        leave-one-out residuals on the training rows, shape (n_heads, n, t), the
+        sample weights and the heads' projections in standardised units (the
+        space they are learned in), all float64 NumPy, for the diagnostics.
+        """
+        previous = getattr(self, "components_", None) if self.warm_start else None
+        xp, dev, X, Y, sw = self._validate_training_data(X, y, sample_weight)
+        rng = check_random_state(self.random_state)
+        center, scale = self._fit_standardization(X, sw, xp=xp)
+        Xs = (X - center) / scale
+        Ys = scaled_targets(Y, sw, xp=xp)
+        scale_np = to_numpy(scale).astype(np.float64)
+        p = X.shape[1]
+
+        W0 = initial_projection(
+            self, previous, Xs, Ys, sw, scale_np, n_heads=n_heads, rng=rng, xp=xp
+        )
+        d = W0.shape[1] // n_heads
+        shape = (d, p) if n_heads == 1 and self._single_head else (n_heads, d, p)
+
+        def as_components(W):
+            return W.T.reshape(shape)
+
+        start = time.perf_counter()
+        W, n_iter, n_fev, curve, result = fit_projection(
+            self,
+            W0,
+            Xs,
+            Ys,
+            sw,
+            n_heads=n_heads,
+            diversity=diversity,
+            as_components=as_components,
+            rng=rng,
+            xp=xp,
+        )
+        if result is not None and result.status == 1:
+            warnings.warn(
+                f"{type(self).__name__} stopped after max_iter={self.max_iter} "
+                "iterations before the loss converged; increase max_iter or tol.",
+                ConvergenceWarning,
+            )
+        if self.verbose:
+            print(
+                f"[{type(self).__name__}] fitted in {time.perf_counter() - start:.2f}s"
+                f", {n_iter} iterations, {n_fev} evaluations",
+                flush=True,
+            )
+
+        W_x = xp.asarray(W, dtype=X.dtype, device=dev)
+        self.components_ = xp.reshape((W_x / scale[:, None]).T, shape)
+        self._x_center = center
+        self._z_fit = Xs @ W_x
+        self._y_fit = Y
+        self._log_sw = _log_weights(sw, xp=xp)
+        self.n_iter_ = n_iter
+        self.n_fev_ = n_fev
+        self.loss_curve_ = curve
+        heads = loo_head_predictions(
+            self._z_fit, Y, self._log_sw, xp=xp, n_heads=n_heads
+        )
+        residuals = to_numpy(heads - Y[None, ...]).astype(np.float64)
+        return residuals, to_numpy(sw).astype(np.float64), as_components(W)
+
+    def _set_noise_scale(self, residuals, sw, head_weights):
+        """Noise standard deviation per output, from leave-one-out residuals.
+
+        The ensemble's leave-one-out residual at row ``i`` has variance
+        ``sigma^2 (1 + sum_j v_ij^2)`` under homoscedastic noise (the row's own
+        noise plus that of the estimate, ``v_i`` its weights on the other rows),
+        so ``sigma^2 = sum_i sw_i r_i^2 / sum_i sw_i (1 + sum_j v_ij^2)``.
+        """
+        xp, _ = get_namespace(self._y_fit)
+        self._head_weights = head_weights
+        R = np.tensordot(np.asarray(head_weights), residuals, axes=1)  # (n, t)
+        spread = to_numpy(
+            loo_spread(
+                self._z_fit,
+                self._y_fit,
+                self._log_sw,
+                xp=xp,
+                n_heads=self._n_heads,
+                head_weights=head_weights,
+            )
+        ).astype(np.float64)
+        sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
+        self._noise_std = xp.asarray(
+            np.sqrt(sigma2), dtype=self._y_fit.dtype, device=device(self._y_fit)
+        )
+
+    @property
+    def _n_heads(self):
+        C = self.components_
+        return 1 if C.ndim == 2 else C.shape[0]
+
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
         check_is_fitted(self)
@@ -152,24 +274,106 @@ class BaseNWRegressor(
         X, xp = self._check_predict_input(X, "transform")
         return self._project(X, xp=xp)
 
-    def predict(self, X):
+    def predict(self, X, return_std=False):
         """Predict with the fitted attention over the training rows.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Query samples.
+        return_std : bool, default=False
+            Also return the standard error of each prediction.
 
         Returns
         -------
         y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
             Convex combinations of training targets.
+        y_std : array of the shape of ``y_pred``
+            Only with ``return_std``: the NW standard error
+            ``sigma * sqrt(sum_i v_i(x)^2)``, with ``v(x)`` the (ensemble's)
+            weights on the training rows and ``sigma`` the noise level
+            estimated from the leave-one-out residuals. It accounts for the
+            noise in the training targets that the prediction averages, and
+            for the heads' shared use of the same rows; it does not include the
+            smoothing bias.
         """
         X, xp = self._check_predict_input(X, "predict")
-        Y_hat = self._predict_projected(self._project(X, xp=xp), xp=xp)
+        Q = self._project(X, xp=xp)
+        if not return_std:
+            Y_hat = self._predict_projected(Q, xp=xp)
+            return Y_hat[:, 0] if self._y_ndim == 1 else Y_hat
+        Y_hat, spread = nw_predict_with_spread(
+            Q,
+            self._z_fit,
+            self._y_fit,
+            self._log_sw,
+            xp=xp,
+            n_heads=self._n_heads,
+            head_weights=self._head_weights,
+        )
+        Y_std = spread[:, None] * self._noise_std[None, :]
         if self._y_ndim == 1:
-            Y_hat = Y_hat[:, 0]
-        return Y_hat
+            return Y_hat[:, 0], Y_std[:, 0]
+        return Y_hat, Y_std
+
+    def attention_weights(self, X, head=None, top_k=None):
+        """Which training rows each prediction drew on, with their weights.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query samples.
+        head : int, default=None
+            The head whose attention to return; None gives the ensemble's
+            weights ``sum_h head_weight_h * w_h(x)``, with which the prediction
+            is ``weights @ y_train``.
+        top_k : int, default=None
+            Return only the ``top_k`` largest weights of each query, with the
+            rows they belong to. None returns all weights, an array of shape
+            (n_queries, n_samples_fit) (mind the memory for large sets).
+
+        Returns
+        -------
+        weights : array of shape (n_queries, n_samples_fit) or (n_queries, top_k)
+            Non-negative; each row of the full array sums to one. With
+            ``top_k``, sorted in decreasing order.
+        indices : array of shape (n_queries, top_k)
+            Only with ``top_k``: the training rows (in the order given to
+            ``fit``) that the weights belong to.
+        """
+        X, xp = self._check_predict_input(X, "attention_weights")
+        H = self._n_heads
+        n_fit = self._z_fit.shape[0]
+        if head is not None and not (
+            isinstance(head, (int, np.integer)) and 0 <= head < H
+        ):
+            raise ValueError(f"head must be None or an int in [0, {H - 1}]; got {head!r}.")
+        if top_k is not None and not (
+            isinstance(top_k, (int, np.integer)) and 1 <= top_k <= n_fit
+        ):
+            raise ValueError(
+                f"top_k must be None or an int in [1, {n_fit}] (the training rows); "
+                f"got {top_k!r}."
+            )
+        alpha = self._head_weights
+        Q = self._project(X, xp=xp)
+        blocks, acc = [], None
+        for _, h, E, num in iter_head_attention(
+            Q, self._z_fit, self._y_fit, self._log_sw, xp=xp, n_heads=H
+        ):
+            if head is not None and h != head:
+                continue
+            part = E / num[:, -1:]
+            if head is None and H > 1:
+                part = alpha[h] * part
+            acc = part if (head is not None or h == 0) else acc + part
+            if head is not None or h == H - 1:
+                blocks.append(_top_k(acc, top_k, xp=xp))
+        if top_k is None:
+            return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+        weights = xp.concat([b[0] for b in blocks], axis=0)
+        indices = xp.concat([b[1] for b in blocks], axis=0)
+        return weights, indices
 
     def _project(self, X, *, xp):
         C = self.components_
@@ -178,7 +382,15 @@ class BaseNWRegressor(
 
     def _predict_projected(self, Q, *, xp):
         """Chunked NW prediction for projected queries ``Q``."""
-        return nw_predict(Q, self._z_fit, self._y_fit, self._log_sw, xp=xp)
+        return nw_predict(
+            Q,
+            self._z_fit,
+            self._y_fit,
+            self._log_sw,
+            xp=xp,
+            n_heads=self._n_heads,
+            head_weights=self._head_weights,
+        )
 
 
 def _as_float(X, *, xp):
@@ -186,3 +398,11 @@ def _as_float(X, *, xp):
     if X.dtype == xp.float32 or X.dtype == xp.float64:
         return X
     return xp.astype(X, xp.float64)
+
+
+def _top_k(W, k, *, xp):
+    """``W`` itself, or its ``k`` largest entries per row with their columns."""
+    if k is None:
+        return W
+    order = xp.argsort(W, axis=1, descending=True, stable=True)[:, :k]
+    return xp.take_along_axis(W, order, axis=1), order

@@ -116,75 +116,103 @@ def _logit_floor(dtype, *, xp):
     return math.log(float(info.smallest_normal)) - math.log(float(info.eps))
 
 
-def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True, workspace=None):
-    """Weighted leave-one-out mean squared error of NW attention and its gradient.
+def loo_loss_and_grad(
+    W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace=None
+):
+    """Leave-one-out MSE of the uniform multi-head NW ensemble and its gradient.
 
     Parameters
     ----------
-    W : array of shape (p, d)
+    W : array of shape (p, n_heads * d)
+        The heads' projections side by side: head ``h`` is columns
+        ``h * d : (h + 1) * d``.
     X : array of shape (n, p)
     Y : array of shape (n, t)
         Targets, already scaled so that the loss is relative to their variance.
     sw : array of shape (n,)
         Non-negative sample weights summing to one; at least two positive.
     xp : namespace
+    n_heads : int
     return_grad : bool
     workspace : dict or None
-        Kept by the caller across evaluations to reuse the (n, n) buffer.
+        Kept by the caller across evaluations to reuse the (n, n) buffers (one
+        per head: the backward pass needs every head's attention).
 
     Returns
     -------
     loss : float
-        ``sum_i sw_i ||y_hat_i - y_i||^2`` with ``y_hat_i`` the leave-one-out NW
-        estimate.
-    grad : array of shape (p, d) or None
+        ``sum_i sw_i ||y_hat_i - y_i||^2`` with ``y_hat_i`` the mean of the
+        heads' leave-one-out NW estimates.
+    grad : array of shape (p, n_heads * d) or None
 
     Notes
     -----
-    With ``G[i, j] = dloss / dlogit_ij`` the gradient is ``-X^T L Z`` where
-    ``L = diag(rowsum G + colsum G) - G - G^T``; rows of ``G`` sum to zero (a
-    softmax row is shift invariant), so the row sums drop out. ``G`` is never
-    formed: with ``E`` the unnormalised attention, ``s`` its row sums and
-    ``R = Y_hat - Y``,
+    With ``G[i, j] = dloss / dlogit_ij`` of one head, that head's gradient is
+    ``-X^T L Z`` where ``L = diag(rowsum G + colsum G) - G - G^T``; rows of
+    ``G`` sum to zero (a softmax row is shift invariant), so the row sums drop
+    out. ``G`` is never formed: with ``E`` the unnormalised attention, ``s`` its
+    row sums and ``U = dloss / dY_hat_head`` (``2 sw R / H`` for the ensemble
+    residual ``R``),
 
-        G = sum_k diag(a * R[:, k]) E diag(Y[:, k]) - diag(b) E,
-        a = 2 sw / s,  b = a * rowsum(R * Y_hat),
+        G = sum_k diag(U[:, k] / s) E diag(Y[:, k]) - diag(b) E,
+        b = rowsum(U * Y_hat_head) / s,
 
     so ``G Z``, ``G^T Z`` and ``colsum G`` come from one product with ``E`` and one
-    with ``E^T``. Cost: three (n, n) matrix products of inner size about
-    ``(t + 1)(d + 1)``, one exp, one (n, n) array (reused across calls through
-    ``workspace`` where the namespace allows).
+    with ``E^T``. Cost per head: three (n, n) matrix products of inner size
+    about ``(t + 1)(d + 1)``, one exp, one (n, n) array.
+    """
+    t = Y.shape[1]
+    d = W.shape[1] // n_heads
+    Z = X @ W
+    log_sw = _log_weights(sw, xp=xp)
+    heads = []
+    Y_hat = None
+    for h in range(n_heads):
+        Zh = Z[:, h * d : (h + 1) * d]
+        ws = None if workspace is None else workspace.setdefault(h, {})
+        head = _loo_forward(Zh, Y, log_sw, xp=xp, with_grad=return_grad, workspace=ws)
+        heads.append(head)
+        Y_hat = head[-1] if Y_hat is None else Y_hat + head[-1]
+    if n_heads > 1:
+        Y_hat = Y_hat / n_heads
+    R = Y_hat - Y
+    loss = float(xp.sum(sw * xp.sum(R * R, axis=1)))
+    if not return_grad:
+        return loss, None
+    upstream = (2.0 / n_heads) * sw[:, None] * R
+    LZ = [_loo_backward(*head, upstream, Y, xp=xp) for head in heads]
+    del heads
+    LZ = LZ[0] if n_heads == 1 else xp.concat(LZ, axis=1)
+    return loss, -(X.T @ LZ)
+
+
+def _loo_forward(Z, Y, log_sw, *, xp, with_grad, workspace):
+    """Leave-one-out attention of one head.
+
+    Returns ``(Z, E, M, s, Y_hat)`` with ``M = E @ [Y_k * Z ..., Z, Y, 1]`` (what
+    the backward pass needs) when ``with_grad``; else only ``Y_hat`` is set.
     """
     n, t = Y.shape
-    d = W.shape[1]
-    Z = X @ W
-    bias = key_bias(Z, _log_weights(sw, xp=xp), xp=xp)
-    ones = xp.ones((n, 1), dtype=X.dtype, device=device(X))
-    if not return_grad:
-        _, num = attend(
-            Z,
-            Z,
-            bias,
-            xp.concat([Y, ones], axis=1),
-            xp=xp,
-            leave_one_out=True,
-            workspace=workspace,
-        )
-        Y_hat = num[:, :t] / num[:, t:]
-        R = Y_hat - Y
-        return float(xp.sum(sw * xp.sum(R * R, axis=1))), None
-
+    d = Z.shape[1]
+    bias = key_bias(Z, log_sw, xp=xp)
+    ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
+    if not with_grad:
+        kw = dict(xp=xp, leave_one_out=True, workspace=workspace)
+        _, num = attend(Z, Z, bias, xp.concat([Y, ones], axis=1), **kw)
+        return None, None, None, None, num[:, :t] / num[:, t:]
     # One pass over E for the forward values and everything G @ Z needs.
     YZ = xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
     E, M = attend(Z, Z, bias, YZ, xp=xp, leave_one_out=True, workspace=workspace)
     s = M[:, -1:]
-    Y_hat = M[:, t * d + d : t * d + d + t] / s
-    R = Y_hat - Y
-    loss = float(xp.sum(sw * xp.sum(R * R, axis=1)))
+    return Z, E, M, s, M[:, t * d + d : t * d + d + t] / s
 
-    a = 2.0 * sw[:, None] / s  # (n, 1)
-    b = a * xp.sum(R * Y_hat, axis=1, keepdims=True)
-    aR = a * R  # (n, t)
+
+def _loo_backward(Z, E, M, s, Y_hat, U, Y, *, xp):
+    """``L @ Z`` of one head (its gradient is ``-X^T L Z``) for upstream ``U``."""
+    t = Y.shape[1]
+    d = Z.shape[1]
+    aR = U / s  # (n, t)
+    b = xp.sum(U * Y_hat, axis=1, keepdims=True) / s
     GZ = -b * M[:, t * d : t * d + d]
     for k in range(t):
         GZ += aR[:, k : k + 1] * M[:, k * d : (k + 1) * d]
@@ -193,79 +221,162 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, return_grad=True, workspace=None):
     V = xp.concat([aR[:, k : k + 1] * Z for k in range(t)] + [b * Z, aR, b], axis=1)
     # (V^T E)^T, not E^T V: the same product, 1.6x faster through OpenBLAS.
     N = (V.T @ E).T
-    del E
     GtZ = -N[:, t * d : t * d + d]
     colsum = -N[:, -1:]
     for k in range(t):
         GtZ += Y[:, k : k + 1] * N[:, k * d : (k + 1) * d]
         colsum += Y[:, k : k + 1] * N[:, t * d + d + k : t * d + d + k + 1]
-
-    LZ = colsum * Z - GZ - GtZ
-    grad = -(X.T @ LZ)
-    return loss, grad
+    return colsum * Z - GZ - GtZ
 
 
-def predict_block(Q, Z, Y_aug, bias, *, xp, workspace=None):
-    """NW estimates for one block of projected queries.
+def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2):
+    """Unnormalised attention of query blocks on the training rows, head by head.
 
-    Parameters
-    ----------
-    Q : array of shape (m, d)
-        Projected queries.
-    Z : array of shape (n, d)
-        Projected training rows.
-    Y_aug : array of shape (n, t + 1)
-        Training targets with a column of ones appended, so that the numerator
-        and the normaliser come from one matrix product.
-    bias : array of shape (n,)
-        ``key_bias(Z, log_sw)``.
-    workspace : dict or None
-        Reuses one (m, n) buffer across blocks.
+    Yields ``(rows, h, E, num)`` for each block of query rows and each head:
+    ``E`` (m, n) is head ``h``'s unnormalised attention (its buffer is reused
+    by the next head and block, so consume it before advancing) and
+    ``num = E @ [Y, 1]`` (m, t + 1), whose last column holds the row sums.
 
-    Returns
-    -------
-    Y_hat : array of shape (m, t)
+    Blocks are sized so that ``n_blocks`` arrays of (block, n) fit in
+    scikit-learn's ``working_memory``: memory stays O(block x n) whatever
+    ``len(Q)``.
     """
-    _, num = attend(Q, Z, bias, Y_aug, xp=xp, workspace=workspace)
-    return num[:, :-1] / num[:, -1:]
-
-
-def nw_predict(Q, Z, Y, log_sw, *, xp):
-    """NW estimates for projected queries ``Q`` from keys ``Z`` with targets ``Y``.
-
-    Queries go in blocks sized to scikit-learn's ``working_memory``, all written
-    into one reused buffer, so memory stays O(block x n) whatever ``len(Q)``.
-    """
-    bias = key_bias(Z, log_sw, xp=xp)
+    d = Z.shape[1] // n_heads
     ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
     Y_aug = xp.concat([Y, ones], axis=1)
+    biases = [key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)]
     m = Q.shape[0]
-    chunk = _chunk_rows(m, Z.shape[0], Q.dtype, xp=xp)
+    chunk = _chunk_rows(m, Z.shape[0], Q.dtype, n_blocks=n_blocks, xp=xp)
     workspace = {}
-    blocks = [
-        predict_block(
-            Q[start : start + chunk, :], Z, Y_aug, bias, xp=xp, workspace=workspace
-        )
-        for start in range(0, m, chunk)
-    ]
+    for start in range(0, m, chunk):
+        rows = slice(start, min(start + chunk, m))
+        for h in range(n_heads):
+            cols = slice(h * d, (h + 1) * d)
+            E, num = attend(
+                Q[rows, cols], Z[:, cols], biases[h], Y_aug, xp=xp, workspace=workspace
+            )
+            yield rows, h, E, num
+
+
+def nw_predict(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None):
+    """NW estimates of the head ensemble for projected queries ``Q``.
+
+    ``head_weights`` (a sequence of ``n_heads`` floats; uniform when None)
+    combines the heads. Returns an array of shape (m, t).
+    """
+    alpha = _head_weights_or_uniform(head_weights, n_heads)
+    blocks = []
+    for rows, h, _, num in iter_head_attention(Q, Z, Y, log_sw, xp=xp, n_heads=n_heads):
+        est = num[:, :-1] / num[:, -1:]
+        if n_heads > 1:
+            est = alpha[h] * est
+        if h == 0:
+            blocks.append(est)
+        else:
+            blocks[-1] = blocks[-1] + est
     return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
 
 
-def _chunk_rows(n_queries, n_train, dtype, *, xp):
-    """Rows per prediction block so that two (rows, n_train) blocks fit in
-    scikit-learn's ``working_memory``."""
+def nw_predict_with_spread(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None):
+    """Ensemble estimates and ``sqrt(sum_i v_i(x)^2)`` of the combined weights.
+
+    ``v(x) = sum_h alpha_h w_h(x)`` is the ensemble's weight on each training
+    row, so ``sigma * sqrt(sum_i v_i^2)`` is the standard error of the
+    prediction under noise of variance ``sigma^2`` on the training targets.
+    Returns ``(Y_hat (m, t), spread (m,))``.
+    """
+    alpha = _head_weights_or_uniform(head_weights, n_heads)
+    preds, spreads = [], []
+    V = None
+    for rows, h, E, num in iter_head_attention(
+        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, n_blocks=3
+    ):
+        s = num[:, -1:]
+        est = alpha[h] * (num[:, :-1] / s)
+        part = (alpha[h] / s) * E
+        if h == 0:
+            preds.append(est)
+            V = part
+        else:
+            preds[-1] = preds[-1] + est
+            V = V + part
+        if h == n_heads - 1:
+            spreads.append(xp.sqrt(xp.sum(V * V, axis=1)))
+    if len(preds) == 1:
+        return preds[0], spreads[0]
+    return xp.concat(preds, axis=0), xp.concat(spreads, axis=0)
+
+
+def nw_head_predictions(Q, Z, Y, log_sw, *, xp, n_heads):
+    """Every head's NW estimates, stacked: an array of shape (n_heads, m, t)."""
+    heads = [[] for _ in range(n_heads)]
+    for _, h, _, num in iter_head_attention(Q, Z, Y, log_sw, xp=xp, n_heads=n_heads):
+        heads[h].append(num[:, :-1] / num[:, -1:])
+    return xp.stack(
+        [b[0] if len(b) == 1 else xp.concat(b, axis=0) for b in heads], axis=0
+    )
+
+
+def loo_head_predictions(Z, Y, log_sw, *, xp, n_heads):
+    """Every head's leave-one-out estimates on the training rows (n_heads, n, t)."""
+    d = Z.shape[1] // n_heads
+    heads = []
+    workspace = {}
+    for h in range(n_heads):
+        Zh = Z[:, h * d : (h + 1) * d]
+        heads.append(
+            _loo_forward(Zh, Y, log_sw, xp=xp, with_grad=False, workspace=workspace)[-1]
+        )
+    return xp.stack(heads, axis=0)
+
+
+def loo_spread(Z, Y, log_sw, *, xp, n_heads, head_weights):
+    """``sum_j v_ij^2`` of the ensemble's leave-one-out weights on training rows."""
+    n = Z.shape[0]
+    d = Z.shape[1] // n_heads
+    alpha = _head_weights_or_uniform(head_weights, n_heads)
+    ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
+    V = None
+    workspace = {}
+    for h in range(n_heads):
+        Zh = Z[:, h * d : (h + 1) * d]
+        E, num = attend(
+            Zh,
+            Zh,
+            key_bias(Zh, log_sw, xp=xp),
+            ones,
+            xp=xp,
+            leave_one_out=True,
+            workspace=workspace,
+        )
+        part = (alpha[h] / num) * E
+        V = part if V is None else V + part
+    return xp.sum(V * V, axis=1)
+
+
+def _head_weights_or_uniform(head_weights, n_heads):
+    if head_weights is None:
+        return [1.0 / n_heads] * n_heads
+    return [float(a) for a in head_weights]
+
+
+def _chunk_rows(n_queries, n_train, dtype, *, xp, n_blocks=2):
+    """Rows per prediction block so that ``n_blocks`` (rows, n_train) blocks fit
+    in scikit-learn's ``working_memory``."""
     itemsize = 4 if dtype == xp.float32 else 8
     budget = get_config()["working_memory"] * 2**20
-    rows = int(budget // (2 * itemsize * max(n_train, 1)))
+    rows = int(budget // (n_blocks * itemsize * max(n_train, 1)))
     return int(min(max(rows, 1), max(n_queries, 1)))
 
 
-def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, xp):
+def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, xp, n_heads=1):
     """Weighted MSE of queries ``Xq`` predicted from keys ``Xk`` (no overlap).
 
     Used for early stopping: held-out rows are queries only, never keys.
     """
-    Y_hat = nw_predict(Xq @ W, Xk @ W, Yk, _log_weights(swk, xp=xp), xp=xp)
+    Y_hat = nw_predict(
+        Xq @ W, Xk @ W, Yk, _log_weights(swk, xp=xp), xp=xp, n_heads=n_heads
+    )
     R = Y_hat - Yq
     return float(xp.sum(swq * xp.sum(R * R, axis=1)))
 

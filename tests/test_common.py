@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from nwensemble import NWAttentionRegressor
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 
 # Each entry says why the check cannot pass for this model; nothing else fails.
 EXPECTED_FAILED_CHECKS = {
@@ -28,6 +28,10 @@ def _expected_failed_checks(estimator):
     [
         NWAttentionRegressor(),
         NWAttentionRegressor(head_dim=2, init="random", early_stopping=True),
+        MultiHeadNWRegressor(),
+        MultiHeadNWRegressor(
+            n_heads=2, head_dim=1, diversity=0.5, head_weights="optimal"
+        ),
     ],
     expected_failed_checks=_expected_failed_checks,
 )

@@ -8,9 +8,12 @@ from scipy.optimize import approx_fprime
 from nwensemble._nw_math import (
     _log_weights,
     heldout_loss,
-    key_bias,
+    loo_head_predictions,
     loo_loss_and_grad,
-    predict_block,
+    loo_spread,
+    nw_head_predictions,
+    nw_predict,
+    nw_predict_with_spread,
 )
 
 
@@ -92,19 +95,118 @@ def test_zero_weight_rows_are_ignored():
     assert_allclose(full[1], sub[1], rtol=1e-10, atol=1e-14)
 
 
+def _softmax_weights(Q, Z, sw):
+    d2 = ((Q[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
+    logits = -0.5 * d2 + np.log(sw)
+    w = np.exp(logits - logits.max(1, keepdims=True))
+    return w / w.sum(1, keepdims=True)
+
+
 @pytest.mark.parametrize("offset", [0.0, 1e3])
-def test_predict_block_is_softmax_average(offset):
-    """A prediction block is the softmax-weighted mean of targets, also for
-    queries far from every key (the underflow fallback)."""
+def test_nw_predict_is_softmax_average(offset):
+    """A prediction is the softmax-weighted mean of targets, also for queries
+    far from every key (the underflow fallback)."""
     rng = np.random.default_rng(3)
     Q, Z = rng.standard_normal((7, 3)) + offset, rng.standard_normal((20, 3))
     Y = rng.standard_normal((20, 2))
     sw = np.full(20, 1 / 20)
-    bias = key_bias(Z, _log_weights(sw, xp=np), xp=np)
-    got = predict_block(Q, Z, np.hstack([Y, np.ones((20, 1))]), bias, xp=np)
-    d2 = ((Q[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
-    w = np.exp(-0.5 * (d2 - d2.min(1, keepdims=True)))
-    assert_allclose(got, (w / w.sum(1, keepdims=True)) @ Y, rtol=1e-9)
+    got = nw_predict(Q, Z, Y, _log_weights(sw, xp=np), xp=np)
+    assert_allclose(got, _softmax_weights(Q, Z, sw) @ Y, rtol=1e-9)
+
+
+def _heads_problem(seed=4, n_heads=3, d=2):
+    rng = np.random.default_rng(seed)
+    Q = rng.standard_normal((9, n_heads * d))
+    Z = rng.standard_normal((25, n_heads * d))
+    Y = rng.standard_normal((25, 2))
+    sw = rng.uniform(0.5, 2.0, 25)
+    sw /= sw.sum()
+    per_head = [
+        _softmax_weights(Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d], sw)
+        for h in range(n_heads)
+    ]
+    return Q, Z, Y, sw, per_head
+
+
+def test_head_predictions_and_ensemble_weights():
+    """Per-head estimates, their weighted ensemble and the combined weights'
+    norm match explicit softmax weights."""
+    Q, Z, Y, sw, P = _heads_problem()
+    log_sw = _log_weights(sw, xp=np)
+    heads = nw_head_predictions(Q, Z, Y, log_sw, xp=np, n_heads=3)
+    assert_allclose(heads, np.stack([w @ Y for w in P]), rtol=1e-10)
+    alpha = [0.5, 0.2, 0.3]
+    V = sum(a * w for a, w in zip(alpha, P))
+    got = nw_predict(Q, Z, Y, log_sw, xp=np, n_heads=3, head_weights=alpha)
+    assert_allclose(got, V @ Y, rtol=1e-10)
+    pred, spread = nw_predict_with_spread(
+        Q, Z, Y, log_sw, xp=np, n_heads=3, head_weights=alpha
+    )
+    assert_allclose(pred, V @ Y, rtol=1e-10)
+    assert_allclose(spread, np.sqrt((V**2).sum(1)), rtol=1e-10)
+
+
+def test_prediction_chunks_equal_one_block():
+    """Query blocks sized by working_memory give the unchunked result to 1e-12."""
+    from sklearn import config_context
+
+    Q, Z, Y, sw, _ = _heads_problem(n_heads=2)
+    log_sw = _log_weights(sw, xp=np)
+    whole = nw_predict_with_spread(Q, Z, Y, log_sw, xp=np, n_heads=2)
+    with config_context(working_memory=1e-3):  # ~1 KiB: a few rows per block
+        chunked = nw_predict_with_spread(Q, Z, Y, log_sw, xp=np, n_heads=2)
+    for a, b in zip(whole, chunked):
+        assert_allclose(a, b, rtol=1e-12)
+
+
+def test_loo_head_predictions_and_spread():
+    """Leave-one-out per-head estimates and weight norms match explicit loops."""
+    _, Z, Y, sw, _ = _heads_problem(n_heads=2)
+    log_sw = _log_weights(sw, xp=np)
+    alpha = [0.3, 0.7]
+    heads = loo_head_predictions(Z, Y, log_sw, xp=np, n_heads=2)
+    spread = loo_spread(Z, Y, log_sw, xp=np, n_heads=2, head_weights=alpha)
+    for i in range(Z.shape[0]):
+        keep = np.arange(Z.shape[0]) != i
+        v = np.zeros(keep.sum())
+        for h in range(2):
+            cols = slice(2 * h, 2 * h + 2)
+            w = _softmax_weights(Z[i : i + 1, cols], Z[keep, cols], sw[keep])[0]
+            assert_allclose(heads[h, i], w @ Y[keep], rtol=1e-10)
+            v += alpha[h] * w
+        assert_allclose(spread[i], np.sum(v**2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_heads", [2, 3])
+def test_ensemble_loss_matches_mean_of_heads(n_heads):
+    """The multi-head loss is the error of the mean leave-one-out estimate."""
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((30, 4)), rng.standard_normal((30, 2))
+    sw = np.full(30, 1 / 30)
+    W = rng.standard_normal((4, 2 * n_heads))
+    loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=n_heads)
+    heads = loo_head_predictions(X @ W, Y, _log_weights(sw, xp=np), xp=np, n_heads=n_heads)
+    R = heads.mean(0) - Y
+    assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("t", [1, 2])
+def test_ensemble_gradient_matches_finite_differences(t):
+    """The joint gradient of three heads equals central differences to 1e-5."""
+    W, X, Y, sw = _problem(40, 5, 6, t, weighted=True, seed=2)
+
+    def loss(theta):
+        return loo_loss_and_grad(theta.reshape(W.shape), X, Y, sw, xp=np, n_heads=3)[0]
+
+    _, grad = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=3)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (loss(W.ravel() + step * e) - loss(W.ravel() - step * e)) / (2 * step)
+            for e in np.eye(W.size)
+        ]
+    )
+    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
 
 
 def test_heldout_loss_uses_only_keys():

@@ -1,0 +1,365 @@
+"""Multi-head attention as an ensemble of Nadaraya-Watson estimators."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from nwensemble._backend import device, get_namespace
+from nwensemble._base import BaseNWRegressor
+from nwensemble.diagnostics._bvc import bvc_parts
+from nwensemble.diagnostics._subspaces import (
+    head_diversity_index,
+    principal_angles,
+    subspace_similarity,
+)
+
+# The decomposition in fit resamples at most this many training rows: its
+# cost grows with the square of the rows, and its averages settle long before.
+_BVC_MAX_ROWS = 2000
+
+
+class MultiHeadNWRegressor(BaseNWRegressor):
+    """Multi-head attention regression: an ensemble of Nadaraya-Watson heads.
+
+    Each head ``h`` is a Nadaraya-Watson estimator (single-head softmax
+    attention) in its own learned subspace, ``f_h(x) = sum_i softmax_i(
+    -||W_h^T (x - x_i)||^2 / 2) y_i``, and the prediction is their weighted
+    average ``f(x) = sum_h alpha_h f_h(x)``. The projections ``W_h`` are learned
+    jointly by minimising the exact leave-one-out MSE of the uniform ensemble
+    plus a diversity term that pushes the heads' subspaces apart:
+
+    ``loss = sum_i sw_i (f_{-i}(x_i) - y_i)^2 / var(y)
+    + diversity * sum_{h<g} ||U_h^T U_g||_F^2``
+
+    with ``U_h`` an orthonormal basis of ``range(W_h)``. Averaging heads whose
+    errors are decorrelated lowers the ensemble's variance; ``hdi_`` and
+    ``bvc_decomposition_`` measure how much of that a fit achieved.
+
+    Read more in the :ref:`User Guide <multi_head>`.
+
+    Parameters
+    ----------
+    n_heads : int, default=4
+        Number of heads. ``n_heads=1`` is :class:`NWAttentionRegressor` (the
+        same predictions for the same ``random_state``).
+
+    head_dim : int, default=None
+        Dimension of each head's subspace. ``None`` shares the features out:
+        ``max(1, n_features // n_heads)``.
+
+    diversity : float, default=0.01
+        Weight ``lambda`` of the diversity penalty, relative to the leave-one-out
+        loss (which is a fraction of the target variance). ``0`` trains the
+        heads on the ensemble error alone. The penalty does not depend on the
+        heads' scales (bandwidths), only on their subspaces.
+
+    head_weights : {'uniform', 'optimal'}, default='uniform'
+        How predictions combine the heads. ``'uniform'``: the plain average.
+        ``'optimal'``: ``alpha`` proportional to ``C^{-1} 1`` projected onto the
+        simplex, with ``C`` the second-moment matrix of the heads'
+        leave-one-out residuals on the training rows (the weights of least
+        leave-one-out error). The projections are learned with uniform
+        weights either way.
+
+    bvc_resamples : int, default=10
+        Bootstrap resamples for ``bvc_decomposition_``, computed at the end of
+        ``fit`` on at most 2000 training rows. ``0`` skips it.
+
+    n_jobs : int, default=None
+        Threads for the resamples of the decomposition (the numerical kernels
+        release the GIL). ``None`` means 1 unless in a
+        :obj:`joblib.parallel_backend` context; ``-1`` means all processors.
+
+    init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
+            (n_heads, head_dim, n_features), default='auto'
+        Starting projections. Each string option gives the heads disjoint
+        blocks of directions (wrapping around when ``n_heads * head_dim``
+        exceeds ``n_features``): ``'random'``, blocks of a random orthogonal
+        matrix; ``'pca'``, of the principal axes; ``'identity'``, of the
+        standardised features. ``'auto'`` is ``'random'`` for several heads and
+        as in :class:`NWAttentionRegressor` for one. Each head's bandwidth is
+        then picked from a grid by its leave-one-out error. An array is used
+        as given, in the units of ``components_``.
+
+    max_iter : int, default=200
+        Maximum number of L-BFGS iterations per stage. ``0`` keeps the initial
+        projections.
+
+    tol : float, default=1e-5
+        Convergence tolerance on the relative loss decrease and on the
+        projected gradient.
+
+    early_stopping : 'auto' or bool, default='auto'
+        Hold out ``validation_fraction`` of the rows and keep the projections
+        with the lowest held-out error of the ensemble; see
+        :class:`NWAttentionRegressor`. ``'auto'`` counts
+        ``n_features * n_heads * head_dim`` learned parameters.
+
+    validation_fraction : float, default=0.1
+        Fraction of the rows held out for early stopping.
+
+    n_iter_no_change : int, default=10
+        Patience of early stopping, in iterations.
+
+    standardize : bool, default=True
+        Scale every feature to unit (weighted) variance before learning the
+        projections. ``components_`` is always reported in the original units.
+
+    warm_start : bool, default=False
+        If True and ``fit`` was called before, start from the previous
+        ``components_``.
+
+    callback : callable, default=None
+        Called after every iteration as ``callback(components, n_iter)`` with the
+        current projections of shape (n_heads, head_dim, n_features), in
+        standardised units, as a NumPy array.
+
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initial directions, the subsamples and the resamples.
+
+    verbose : int, default=0
+        Print the loss and elapsed time at every iteration when positive.
+
+    Attributes
+    ----------
+    components_ : array of shape (n_heads, head_dim, n_features)
+        The learned projections ``W_h^T``, in the units of the input features.
+
+    head_weights_ : array of shape (n_heads,)
+        The weights ``alpha`` that combine the heads' predictions.
+
+    hdi_ : float
+        Head Diversity Index of the learned subspaces (see
+        :func:`~nwensemble.diagnostics.head_diversity_index`), in [0, 1]; NaN
+        for one head. Like the diversity penalty, it is measured in the
+        standardised feature space where the heads are learned (with
+        ``standardize=False`` it equals ``head_diversity_index(components_)``).
+
+    subspace_similarity_ : array of shape (n_heads, n_heads)
+        ``||U_h^T U_g||_F^2 / head_dim`` for every pair of heads, in the same
+        space.
+
+    principal_angles_ : array of shape (n_heads, n_heads, head_dim)
+        Principal angles (radians) between every pair of head subspaces.
+
+    head_correlation_ : float
+        Mean pairwise correlation of the heads' leave-one-out residuals on the
+        training rows (an output-side diversity measure); NaN for one head.
+
+    bvc_decomposition_ : :class:`~sklearn.utils.Bunch` or None
+        ``mse``, ``bias2``, ``variance``, ``covariance``, ``n_heads`` (and
+        ``n_resamples``, ``n_points``) of
+        :func:`~nwensemble.diagnostics.bvc_decomposition` on the training rows
+        with the learned projections held fixed, so that
+        ``mse = bias2 + variance / n_heads + (1 - 1 / n_heads) * covariance``.
+        None when ``bvc_resamples=0``.
+
+    n_iter_ : int
+        L-BFGS iterations over all stages.
+
+    n_fev_ : int
+        Loss and gradient evaluations over all stages.
+
+    loss_curve_ : list of float
+        Objective (leave-one-out loss plus diversity term) after every
+        iteration.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit``. Defined only when `X` has
+        feature names that are all strings.
+
+    See Also
+    --------
+    NWAttentionRegressor : The single-head estimator.
+    nwensemble.diagnostics.bvc_decomposition : The decomposition on any data.
+
+    Notes
+    -----
+    One loss evaluation costs ``n_heads`` times that of one head and holds
+    ``n_heads`` (n, n) arrays (the backward pass needs every head's
+    attention). Prediction is chunked over query rows.
+
+    References
+    ----------
+    .. [1] E. Fokoue, "Multi-Head Attention as Ensemble Nadaraya-Watson
+       Estimation: Variance Reduction, Decorrelation, and Optimal Head
+       Diversity", arXiv:2605.20271.
+    .. [2] N. Ueda and R. Nakano, "Generalization error of ensemble
+       estimators", ICNN 1996.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_friedman1
+    >>> from nwensemble import MultiHeadNWRegressor
+    >>> X, y = make_friedman1(n_samples=300, noise=0.5, random_state=0)
+    >>> reg = MultiHeadNWRegressor(n_heads=3, head_dim=2, random_state=0).fit(X, y)
+    >>> reg.components_.shape
+    (3, 2, 10)
+    >>> bool(0 <= reg.hdi_ <= 1)
+    True
+    >>> y_pred, y_std = reg.predict(X[:2], return_std=True)
+    >>> y_std.shape
+    (2,)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseNWRegressor._parameter_constraints,
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "diversity": [Interval(Real, 0, None, closed="left")],
+        "head_weights": [StrOptions({"uniform", "optimal"})],
+        "bvc_resamples": [Interval(Integral, 0, None, closed="left")],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(
+        self,
+        n_heads=4,
+        *,
+        head_dim=None,
+        diversity=0.01,
+        head_weights="uniform",
+        bvc_resamples=10,
+        n_jobs=None,
+        init="auto",
+        max_iter=200,
+        tol=1e-5,
+        early_stopping="auto",
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        standardize=True,
+        warm_start=False,
+        callback=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.diversity = diversity
+        self.head_weights = head_weights
+        self.bvc_resamples = bvc_resamples
+        self.n_jobs = n_jobs
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.standardize = standardize
+        self.warm_start = warm_start
+        self.callback = callback
+        self.random_state = random_state
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Learn the heads' projections jointly on the ensemble's leave-one-out MSE.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; at least two must be positive.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        H = self.n_heads
+        residuals, sw, W_std = self._fit_heads(
+            X, y, sample_weight, n_heads=H, diversity=self.diversity
+        )
+        xp, dev = get_namespace(self._y_fit)
+        dtype = self._y_fit.dtype
+        if self.head_weights == "optimal":
+            alpha = _optimal_head_weights(residuals, sw)
+        else:
+            alpha = np.full(H, 1.0 / H)
+        self._set_noise_scale(residuals, sw, alpha.tolist())
+        self.head_weights_ = xp.asarray(alpha, dtype=dtype, device=dev)
+        self.subspace_similarity_ = xp.asarray(
+            subspace_similarity(W_std), dtype=dtype, device=dev
+        )
+        self.principal_angles_ = xp.asarray(
+            principal_angles(W_std), dtype=dtype, device=dev
+        )
+        self.hdi_ = head_diversity_index(W_std)
+        self.head_correlation_ = _mean_residual_correlation(residuals, sw)
+        self.bvc_decomposition_ = None
+        if self.bvc_resamples > 0:
+            rng = check_random_state(self.random_state)
+            self.bvc_decomposition_ = self._training_bvc(sw, rng=rng, xp=xp)
+        return self
+
+    def _training_bvc(self, sw, *, rng, xp):
+        """The decomposition on (at most ``_BVC_MAX_ROWS``) training rows."""
+        positive = np.flatnonzero(sw > 0)
+        rows = positive
+        if positive.shape[0] > _BVC_MAX_ROWS:
+            rows = np.sort(rng.choice(positive, size=_BVC_MAX_ROWS, replace=False))
+        idx = xp.asarray(rows, device=device(self._z_fit))
+        weights = xp.asarray(
+            sw[rows] / sw[rows].sum(), dtype=self._z_fit.dtype, device=device(self._z_fit)
+        )
+        return bvc_parts(
+            xp.take(self._z_fit, idx, axis=0),
+            xp.take(self._y_fit, idx, axis=0),
+            weights,
+            n_heads=self.n_heads,
+            n_resamples=self.bvc_resamples,
+            rng=rng,
+            n_jobs=self.n_jobs,
+            xp=xp,
+        )
+
+
+def _optimal_head_weights(residuals, sw):
+    """Simplex projection of ``C^{-1} 1 / (1^T C^{-1} 1)``, ``C`` the weighted
+    second moments of the heads' residuals (n_heads, n, t)."""
+    H = residuals.shape[0]
+    R = residuals.reshape(H, -1)
+    w = np.repeat(sw, residuals.shape[2])
+    C = (R * w) @ R.T
+    # The pseudo-inverse gives identical heads equal weights instead of failing.
+    raw = np.linalg.pinv(C, rcond=1e-10, hermitian=True) @ np.ones(H)
+    if not np.all(np.isfinite(raw)) or raw.sum() <= 0:
+        return np.full(H, 1.0 / H)
+    return _project_to_simplex(raw / raw.sum())
+
+
+def _project_to_simplex(v):
+    """Euclidean projection of ``v`` onto ``{a : a >= 0, sum(a) = 1}``."""
+    u = np.sort(v)[::-1]
+    cumulative = np.cumsum(u) - 1.0
+    k = np.arange(1, v.shape[0] + 1)
+    rho = np.flatnonzero(u - cumulative / k > 0)[-1]
+    return np.maximum(v - cumulative[rho] / (rho + 1), 0.0)
+
+
+def _mean_residual_correlation(residuals, sw):
+    """Mean over pairs of heads of the weighted correlation of their residuals."""
+    H = residuals.shape[0]
+    if H < 2:
+        return float("nan")
+    R = residuals.reshape(H, -1)
+    w = np.repeat(sw, residuals.shape[2])
+    w = w / w.sum()
+    Rc = R - (R @ w)[:, None]
+    C = (Rc * w) @ Rc.T
+    std = np.sqrt(np.diag(C))
+    if np.any(std == 0):
+        return float("nan")
+    corr = C / np.outer(std, std)
+    return float(np.mean(corr[np.triu_indices(H, k=1)]))

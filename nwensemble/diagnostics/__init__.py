@@ -1,0 +1,19 @@
+"""Diagnostics of multi-head NW ensembles: head diversity and the
+bias-variance-covariance decomposition."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from nwensemble.diagnostics._bvc import bvc_decomposition
+from nwensemble.diagnostics._subspaces import (
+    head_diversity_index,
+    principal_angles,
+    subspace_similarity,
+)
+
+__all__ = [
+    "bvc_decomposition",
+    "head_diversity_index",
+    "principal_angles",
+    "subspace_similarity",
+]
