@@ -347,7 +347,9 @@ class BaseNWRegressor(
         if head is not None and not (
             isinstance(head, (int, np.integer)) and 0 <= head < H
         ):
-            raise ValueError(f"head must be None or an int in [0, {H - 1}]; got {head!r}.")
+            raise ValueError(
+                f"head must be None or an int in [0, {H - 1}]; got {head!r}."
+            )
         if top_k is not None and not (
             isinstance(top_k, (int, np.integer)) and 1 <= top_k <= n_fit
         ):

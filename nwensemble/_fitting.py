@@ -98,8 +98,10 @@ def _init_array(est, init, n_heads, p):
     d = est.head_dim if est.head_dim is not None else init.shape[-2]
     shape = (d, p) if expected_ndim == 2 else (n_heads, d, p)
     if init.shape != shape:
-        names = "(head_dim, n_features)" if expected_ndim == 2 else (
-            "(n_heads, head_dim, n_features)"
+        names = (
+            "(head_dim, n_features)"
+            if expected_ndim == 2
+            else ("(n_heads, head_dim, n_features)")
         )
         raise ValueError(f"init must have shape {names} = {shape}; got {init.shape}.")
     if not np.all(np.isfinite(init)):
@@ -195,6 +197,26 @@ def _split_validation(est, Xs, Ys, sw, n_params, *, rng, xp):
     return parts[0], parts[1]
 
 
+def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None):
+    """Training objective at ``W`` (a (p, n_heads * d) float64 NumPy array).
+
+    The ensemble's leave-one-out loss (computed in the namespace and dtype of
+    ``X``) plus ``diversity * sum_{h<g} ||U_h^T U_g||_F^2`` (computed on the
+    host: it involves only the p x (n_heads * d) parameters). Returns the
+    value and its gradient as float64 NumPy.
+    """
+    Wx = xp.asarray(W, dtype=X.dtype, device=device(X))
+    loss, grad = loo_loss_and_grad(
+        Wx, X, Y, sw, xp=xp, n_heads=n_heads, workspace=workspace
+    )
+    grad = to_numpy(grad).astype(np.float64)
+    if diversity > 0 and n_heads > 1:
+        penalty, penalty_grad = diversity_penalty_and_grad(W, n_heads)
+        loss += diversity * penalty
+        grad = grad + diversity * penalty_grad
+    return loss, grad
+
+
 def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rng, xp):
     """Coarse-to-fine L-BFGS from ``W0``, early-stopped on held-out rows.
 
@@ -239,21 +261,16 @@ def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rn
         workspace = {}
 
         def fun(theta, Xst=Xst, Yst=Yst, swt=swt, workspace=workspace):
-            loss, grad = loo_loss_and_grad(
-                as_W(theta, Xst),
+            return objective(
+                theta.reshape(p, k),
                 Xst,
                 Yst,
                 swt,
-                xp=xp,
                 n_heads=n_heads,
+                diversity=diversity,
+                xp=xp,
                 workspace=workspace,
             )
-            grad = to_numpy(grad).astype(np.float64)
-            if diversity > 0 and n_heads > 1:
-                penalty, pgrad = diversity_penalty_and_grad(theta.reshape(p, k), n_heads)
-                loss += diversity * penalty
-                grad = grad + diversity * pgrad
-            return loss, grad
 
         run = LBFGSRun(
             fun,

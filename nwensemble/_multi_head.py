@@ -311,7 +311,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             rows = np.sort(rng.choice(positive, size=_BVC_MAX_ROWS, replace=False))
         idx = xp.asarray(rows, device=device(self._z_fit))
         weights = xp.asarray(
-            sw[rows] / sw[rows].sum(), dtype=self._z_fit.dtype, device=device(self._z_fit)
+            sw[rows] / sw[rows].sum(),
+            dtype=self._z_fit.dtype,
+            device=device(self._z_fit),
         )
         return bvc_parts(
             xp.take(self._z_fit, idx, axis=0),

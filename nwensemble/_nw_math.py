@@ -78,9 +78,16 @@ def attend(Q, Z, bias, R, *, xp, leave_one_out=False, workspace=None):
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
     kw = dict(xp=xp, leave_one_out=leave_one_out, out=out)
+    # Squared norms of queries beyond this could overflow; their rows go
+    # straight to the stable path, whose logits q . z + bias do not square q.
+    info = xp.finfo(Q.dtype)
+    safe = math.sqrt(float(info.max)) / (4.0 * math.sqrt(Q.shape[1]))
+    if float(xp.max(xp.abs(Q))) > safe:
+        E = _exp_logits(Q, Z, bias, stable=True, **kw)
+        return E, E @ R
     E = _exp_logits(Q, Z, bias, stable=False, **kw)
     M = E @ R
-    floor = float(xp.finfo(E.dtype).smallest_normal) ** 0.5
+    floor = float(info.smallest_normal) ** 0.5
     if float(xp.min(M[:, -1])) < floor:
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
         M = E @ R
@@ -116,9 +123,7 @@ def _logit_floor(dtype, *, xp):
     return math.log(float(info.smallest_normal)) - math.log(float(info.eps))
 
 
-def loo_loss_and_grad(
-    W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace=None
-):
+def loo_loss_and_grad(W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace=None):
     """Leave-one-out MSE of the uniform multi-head NW ensemble and its gradient.
 
     Parameters
@@ -161,7 +166,6 @@ def loo_loss_and_grad(
     with ``E^T``. Cost per head: three (n, n) matrix products of inner size
     about ``(t + 1)(d + 1)``, one exp, one (n, n) array.
     """
-    t = Y.shape[1]
     d = W.shape[1] // n_heads
     Z = X @ W
     log_sw = _log_weights(sw, xp=xp)
@@ -244,7 +248,9 @@ def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2):
     d = Z.shape[1] // n_heads
     ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
     Y_aug = xp.concat([Y, ones], axis=1)
-    biases = [key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)]
+    biases = [
+        key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)
+    ]
     m = Q.shape[0]
     chunk = _chunk_rows(m, Z.shape[0], Q.dtype, n_blocks=n_blocks, xp=xp)
     workspace = {}

@@ -21,7 +21,11 @@ EXPECTED_FAILED_CHECKS = {
 
 
 def _expected_failed_checks(estimator):
-    return EXPECTED_FAILED_CHECKS
+    failed = dict(EXPECTED_FAILED_CHECKS)
+    if isinstance(estimator, MultiHeadNWRegressor):
+        # Random head directions are not a zero-error start on the blobs.
+        del failed["check_transformer_n_iter"]
+    return failed
 
 
 @parametrize_with_checks(

@@ -185,7 +185,9 @@ def test_ensemble_loss_matches_mean_of_heads(n_heads):
     sw = np.full(30, 1 / 30)
     W = rng.standard_normal((4, 2 * n_heads))
     loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=n_heads)
-    heads = loo_head_predictions(X @ W, Y, _log_weights(sw, xp=np), xp=np, n_heads=n_heads)
+    heads = loo_head_predictions(
+        X @ W, Y, _log_weights(sw, xp=np), xp=np, n_heads=n_heads
+    )
     R = heads.mean(0) - Y
     assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
 

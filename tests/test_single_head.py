@@ -317,3 +317,14 @@ def test_rounding_noise_spread_counts_as_constant():
     X = np.full((3, 1), 2.46264097e-164)
     reg = NWAttentionRegressor(max_iter=0).fit(X, [0.0, 1.0, 2.0])
     assert_allclose(reg.predict(np.ones((2, 1))), 1.0)
+
+
+def test_query_far_beyond_a_tiny_spread_feature():
+    """A feature spread over 1e-251 makes a query at 1 sit 1e250 standard
+    deviations out; its squared norm would overflow, so it takes the stable
+    path and gets its nearest neighbour's target (found by hypothesis)."""
+    X = np.array([[5.6e-251], [0.0], [0.0]])
+    y = np.array([1.0, 2.0, 3.0])
+    reg = NWAttentionRegressor(max_iter=0, random_state=0).fit(X, y)
+    pred = reg.predict(np.ones((2, 1)))
+    assert_allclose(pred, [1.0, 1.0])

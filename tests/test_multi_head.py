@@ -1,0 +1,284 @@
+"""MultiHeadNWRegressor: ensemble behaviour, head weights, diagnostics, std."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.datasets import make_friedman1
+
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._multi_head import _optimal_head_weights, _project_to_simplex
+from nwensemble.diagnostics import head_diversity_index
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"head_dim": 2}, {"head_dim": 3, "init": "random"}, {"early_stopping": True}],
+)
+def test_one_head_equals_single_head_estimator(friedman, params):
+    """n_heads=1 gives NWAttentionRegressor's predictions for the same seed."""
+    X, y = friedman
+    single = NWAttentionRegressor(random_state=0, **params).fit(X, y)
+    multi = MultiHeadNWRegressor(n_heads=1, random_state=0, **params).fit(X, y)
+    assert_allclose(multi.predict(X), single.predict(X), rtol=1e-12)
+    assert_allclose(multi.components_[0], single.components_, rtol=1e-12)
+    assert np.isnan(multi.hdi_) and np.isnan(multi.head_correlation_)
+
+
+@pytest.fixture(scope="module")
+def friedman_1000():
+    """The issue's benchmark problem: 1000 train, 500 test, noise 1, 10 features."""
+    X, y = make_friedman1(n_samples=1500, n_features=10, noise=1.0, random_state=0)
+    return X[:1000], y[:1000], X[1000:], y[1000:]
+
+
+def _rmse(model, X, y):
+    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
+
+
+def test_four_heads_beat_one_head_on_friedman(friedman_1000):
+    """4 heads x 2 dims predict better than 1 head x 2 dims (same seed)."""
+    X, y, Xt, yt = friedman_1000
+    one = MultiHeadNWRegressor(n_heads=1, head_dim=2, random_state=0).fit(X, y)
+    four = MultiHeadNWRegressor(n_heads=4, head_dim=2, random_state=0).fit(X, y)
+    assert _rmse(four, Xt, yt) < 0.95 * _rmse(one, Xt, yt)
+
+
+def test_diversity_raises_hdi_on_friedman(friedman_1000):
+    """A diversity penalty gives more diverse heads than none."""
+    X, y, _, _ = friedman_1000
+    kw = dict(n_heads=4, head_dim=2, random_state=0, bvc_resamples=0)
+    plain = MultiHeadNWRegressor(diversity=0.0, **kw).fit(X, y)
+    diverse = MultiHeadNWRegressor(diversity=0.1, **kw).fit(X, y)
+    assert diverse.hdi_ > plain.hdi_ + 0.1
+
+
+def test_fitted_attributes(friedman):
+    """Shapes and ranges of every diagnostic attribute."""
+    X, y = friedman
+    H, d = 3, 2
+    model = MultiHeadNWRegressor(n_heads=H, head_dim=d, random_state=0).fit(X, y)
+    assert model.components_.shape == (H, d, X.shape[1])
+    assert_allclose(model.head_weights_, np.full(H, 1 / H))
+    assert model.subspace_similarity_.shape == (H, H)
+    assert_allclose(np.diag(model.subspace_similarity_), 1.0)
+    assert model.principal_angles_.shape == (H, H, d)
+    assert 0.0 <= model.hdi_ <= 1.0
+    assert -1.0 <= model.head_correlation_ <= 1.0
+    parts = model.bvc_decomposition_
+    total = parts.bias2 + parts.variance / H + (1 - 1 / H) * parts.covariance
+    assert parts.n_heads == H and total == pytest.approx(parts.mse, rel=1e-9)
+    assert model.transform(X).shape == (X.shape[0], H * d)
+    assert len(model.get_feature_names_out()) == H * d
+    assert MultiHeadNWRegressor(bvc_resamples=0).fit(X, y).bvc_decomposition_ is None
+
+
+def test_hdi_matches_components_without_standardization(friedman):
+    """hdi_ is the HDI of components_ when the features are not rescaled."""
+    X, y = friedman
+    model = MultiHeadNWRegressor(
+        n_heads=3, head_dim=2, standardize=False, random_state=0
+    ).fit(X, y)
+    assert model.hdi_ == pytest.approx(head_diversity_index(model.components_))
+
+
+def test_default_head_dim_shares_features():
+    """head_dim=None gives each head n_features // n_heads dimensions."""
+    X, y = make_friedman1(n_samples=80, n_features=7, random_state=0)
+    model = MultiHeadNWRegressor(n_heads=3, max_iter=2, random_state=0).fit(X, y)
+    assert model.components_.shape == (3, 2, 7)
+    model = MultiHeadNWRegressor(n_heads=9, max_iter=2, random_state=0).fit(X, y)
+    assert model.components_.shape == (9, 1, 7)
+
+
+@pytest.mark.parametrize("init", ["random", "pca", "identity"])
+def test_string_inits_start_from_disjoint_subspaces(friedman, init):
+    """Every string init gives the heads orthogonal starting subspaces."""
+    X, y = friedman
+    model = MultiHeadNWRegressor(
+        n_heads=3, head_dim=2, init=init, max_iter=0, standardize=False
+    ).fit(X, y)
+    assert model.hdi_ == pytest.approx(1.0, abs=1e-10)
+
+
+def test_project_to_simplex():
+    assert_allclose(_project_to_simplex(np.array([0.2, 0.3, 0.5])), [0.2, 0.3, 0.5])
+    assert_allclose(_project_to_simplex(np.array([1.4, -0.4])), [1.0, 0.0])
+    out = _project_to_simplex(np.array([0.9, 0.6, -0.5]))
+    assert_allclose(out, [0.65, 0.35, 0.0])
+
+
+def test_optimal_head_weights_minimise_loo_error(friedman):
+    """'optimal' weights are on the simplex and give no larger leave-one-out
+    error than uniform weights; identical heads get equal weights."""
+    rng = np.random.default_rng(0)
+    residuals = (
+        rng.standard_normal((3, 50, 1)) * np.array([1.0, 2.0, 0.5])[:, None, None]
+    )
+    sw = np.full(50, 1 / 50)
+    alpha = _optimal_head_weights(residuals, sw)
+    assert alpha.min() >= 0 and alpha.sum() == pytest.approx(1.0)
+
+    def loo(a):
+        return float(sw @ np.tensordot(a, residuals, axes=1)[:, 0] ** 2)
+
+    assert loo(alpha) <= loo(np.full(3, 1 / 3))
+    same = np.repeat(residuals[:1], 3, axis=0)
+    assert_allclose(_optimal_head_weights(same, sw), np.full(3, 1 / 3))
+
+    X, y = friedman
+    model = MultiHeadNWRegressor(
+        n_heads=3, head_dim=2, head_weights="optimal", random_state=0
+    ).fit(X, y)
+    assert model.head_weights_.min() >= 0
+    assert float(model.head_weights_.sum()) == pytest.approx(1.0)
+
+
+def test_attention_weights_explain_predictions(friedman):
+    """Weights are convex, reproduce predict, per head and for the ensemble;
+    top_k returns the largest ones with their rows."""
+    X, y = friedman
+    model = MultiHeadNWRegressor(
+        n_heads=3, head_dim=2, head_weights="optimal", random_state=0
+    ).fit(X, y)
+    Xq = X[:7] + 0.05
+    W = model.attention_weights(Xq)
+    assert W.shape == (7, X.shape[0]) and W.min() >= 0
+    assert_allclose(W.sum(axis=1), 1.0)
+    assert_allclose(W @ y, model.predict(Xq), rtol=1e-10)
+    per_head = [model.attention_weights(Xq, head=h) for h in range(3)]
+    assert_allclose(
+        sum(a * w for a, w in zip(model.head_weights_, per_head)), W, atol=1e-15
+    )
+    weights, rows = model.attention_weights(Xq, top_k=5)
+    assert weights.shape == rows.shape == (7, 5)
+    assert np.all(np.diff(weights, axis=1) <= 0)
+    assert_allclose(weights, np.take_along_axis(W, rows, axis=1))
+    assert_allclose(weights[:, 0], W.max(axis=1))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"head": 3}, "head"),
+        ({"head": -1}, "head"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": 10_000}, "top_k"),
+        ({"head": 1.5}, "head"),
+    ],
+)
+def test_attention_weights_rejects_bad_arguments(friedman, kwargs, match):
+    X, y = friedman
+    model = MultiHeadNWRegressor(n_heads=3, head_dim=2, max_iter=1).fit(X, y)
+    with pytest.raises(ValueError, match=match):
+        model.attention_weights(X[:2], **kwargs)
+
+
+def test_std_matches_spread_of_a_fixed_smoother():
+    """With the projections held fixed, the ensemble is a linear smoother: its
+    standard error at the true noise level matches the spread of its
+    predictions over fresh noise. (The noise level itself is estimated from
+    leave-one-out residuals, which also hold the smoothing bias: here it reads
+    0.59 for a true 0.5, so the reported std errs on the wide side.)"""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (400, 3))
+    f = np.sin(2 * X[:, 0]) + X[:, 1]
+    Xq = rng.uniform(-0.8, 0.8, (50, 3))
+    init = 3.0 * rng.standard_normal((2, 2, 3))
+    kw = dict(n_heads=2, head_dim=2, init=init, max_iter=0, bvc_resamples=0)
+    preds, spreads = [], []
+    for _ in range(300):
+        y = f + 0.5 * rng.standard_normal(400)
+        model = MultiHeadNWRegressor(**kw).fit(X, y)
+        pred, std = model.predict(Xq, return_std=True)
+        preds.append(pred)
+        spreads.append(std / float(model._noise_std[0]))
+        assert 0.5 <= float(model._noise_std[0]) <= 0.7
+    empirical = np.std(preds, axis=0)
+    # 300 draws: the empirical std is good to about 4 % (1 / sqrt(2 * 300)).
+    at_true_noise = 0.5 * spreads[0]
+    assert_allclose(at_true_noise, empirical, rtol=0.15)
+    assert np.median(at_true_noise / empirical) == pytest.approx(1.0, abs=0.03)
+
+
+def test_std_interval_coverage_of_f_star():
+    """Coverage of f* by +-1.96 std intervals on homoscedastic data.
+
+    The standard error covers the noise the prediction averages, not the
+    smoothing bias, so coverage falls below the nominal 95 % by the share of
+    error that is bias. Measured (seeds 0-2, n=2000, noise 1): 0.86-0.91 for
+    one full-rank head. Tolerance: between 0.80 and 0.99.
+    """
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (2000, 4))
+    f = lambda A: np.sin(2 * A[:, 0]) + 0.5 * A[:, 1] ** 2 - A[:, 2]  # noqa: E731
+    y = f(X) + rng.standard_normal(2000)
+    Xq = rng.uniform(-1.5, 1.5, (1000, 4))
+    pred, std = (
+        NWAttentionRegressor(random_state=0).fit(X, y).predict(Xq, return_std=True)
+    )
+    coverage = np.mean(np.abs(pred - f(Xq)) <= 1.96 * std)
+    print(f"coverage of f* by +-1.96 std: {coverage:.3f}")
+    assert 0.80 <= coverage <= 0.99
+
+
+def test_std_multi_output_and_noise_scale():
+    """std has y's shape; the noise estimate tracks the true noise level."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (600, 2))
+    Y = np.column_stack([X[:, 0], X[:, 1]]) + rng.standard_normal((600, 2)) * [0.1, 1.0]
+    model = NWAttentionRegressor(random_state=0).fit(X, Y)
+    pred, std = model.predict(X[:5], return_std=True)
+    assert pred.shape == std.shape == (5, 2)
+    assert_allclose(model._noise_std, [0.1, 1.0], rtol=0.2)
+
+
+def test_same_fit_under_namespaces(ns, friedman):
+    """NumPy and array_api_strict agree; every fitted array stays in the input's
+    namespace."""
+    X, y = friedman
+    kw = dict(
+        n_heads=2, head_dim=2, random_state=0, max_iter=20, head_weights="optimal"
+    )
+    ref = MultiHeadNWRegressor(**kw).fit(X, y)
+    with ns.context():
+        model = MultiHeadNWRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+        pred, std = model.predict(ns.asarray(X[:9]), return_std=True)
+        weights, rows = model.attention_weights(ns.asarray(X[:3]), top_k=4)
+        attrs = {
+            name: ns.check_output(getattr(model, name))
+            for name in (
+                "components_",
+                "head_weights_",
+                "subspace_similarity_",
+                "principal_angles_",
+            )
+        }
+        pred, std = ns.check_output(pred), ns.check_output(std)
+        weights, rows = ns.check_output(weights), ns.check_output(rows)
+    ref_pred, ref_std = ref.predict(X[:9], return_std=True)
+    assert_allclose(pred, ref_pred, rtol=1e-10)
+    assert_allclose(std, ref_std, rtol=1e-10)
+    for name, value in attrs.items():
+        assert_allclose(value, getattr(ref, name), rtol=1e-9, atol=1e-12)
+    assert model.hdi_ == pytest.approx(ref.hdi_)
+    ref_w, ref_rows = ref.attention_weights(X[:3], top_k=4)
+    assert_allclose(weights, ref_w, rtol=1e-10)
+    assert_allclose(rows, ref_rows)
+
+
+def test_init_array_shape_is_checked(friedman):
+    X, y = friedman
+    with pytest.raises(ValueError, match=r"\(n_heads, head_dim, n_features\)"):
+        MultiHeadNWRegressor(n_heads=2, init=np.ones((3, 6))).fit(X, y)
+
+
+def test_warm_start_continues_from_previous_heads(friedman):
+    X, y = friedman
+    model = MultiHeadNWRegressor(
+        n_heads=2, head_dim=2, warm_start=True, max_iter=3, random_state=0
+    )
+    with pytest.warns(Warning):
+        model.fit(X, y)
+    first = model.components_.copy()
+    model.set_params(max_iter=0).fit(X, y)
+    assert_allclose(model.components_, first, rtol=1e-12)
