@@ -35,7 +35,7 @@ def _demo(args, out):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from nwensemble import NWAttentionRegressor
+    from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 
     if args.csv is None:
         X, y = load_diabetes(return_X_y=True)
@@ -59,6 +59,9 @@ def _demo(args, out):
         "NWAttentionRegressor": NWAttentionRegressor(
             head_dim=args.head_dim, random_state=args.random_state
         ),
+        f"MultiHeadNW ({args.n_heads} heads)": MultiHeadNWRegressor(
+            n_heads=args.n_heads, random_state=args.random_state
+        ),
         "k-NN (tuned k, weights)": knn,
     }
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
@@ -76,12 +79,26 @@ def _demo(args, out):
             file=out,
         )
     start = time.perf_counter()
-    full = NWAttentionRegressor(head_dim=args.head_dim, random_state=args.random_state)
+    full = MultiHeadNWRegressor(n_heads=args.n_heads, random_state=args.random_state)
     full.fit(X, y)
+    H = full.n_heads
+    parts = full.bvc_decomposition_
     print(
-        f"fit on all rows: {time.perf_counter() - start:.3f}s, "
-        f"{full.n_iter_} L-BFGS iterations; learned projection components_ "
-        f"shape {full.components_.shape}",
+        f"MultiHeadNW on all rows: {time.perf_counter() - start:.3f}s, "
+        f"{full.n_iter_} L-BFGS iterations, components_ shape "
+        f"{full.components_.shape}",
+        file=out,
+    )
+    print(
+        f"head diversity index (HDI): {full.hdi_:.3f}; mean correlation of the "
+        f"heads' leave-one-out residuals: {full.head_correlation_:.3f}",
+        file=out,
+    )
+    print(
+        f"bias-variance-covariance ({parts.n_resamples} bootstrap resamples, "
+        f"projections fixed): mse {parts.mse:.1f} = bias2 {parts.bias2:.1f} + "
+        f"variance/H {parts.variance / H:.1f} + (1-1/H) covariance "
+        f"{(1 - 1 / H) * parts.covariance:.1f}",
         file=out,
     )
     return 0
@@ -97,7 +114,8 @@ def main(argv=None, out=None):
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="cross-validate NWAttentionRegressor against tuned k-NN on a data set",
+        help="cross-validate the NW attention regressors against tuned k-NN on a "
+        "data set",
     )
     demo.add_argument(
         "--csv",
@@ -106,10 +124,18 @@ def main(argv=None, out=None):
     )
     demo.add_argument("--cv", type=int, default=5, help="number of folds (default 5)")
     demo.add_argument(
-        "--head-dim", type=int, default=None, help="projection dimension (default: all)"
+        "--head-dim",
+        type=int,
+        default=None,
+        help="NWAttentionRegressor's projection dimension (default: all)",
+    )
+    demo.add_argument(
+        "--n-heads", type=int, default=4, help="heads of MultiHeadNW (default 4)"
     )
     demo.add_argument("--random-state", type=int, default=0, help="seed (default 0)")
     args = parser.parse_args(argv)
     if args.cv < 2:
         parser.error("--cv must be at least 2")
+    if args.n_heads < 1:
+        parser.error("--n-heads must be at least 1")
     return _demo(args, out)

@@ -14,12 +14,15 @@ SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
 
 def test_demo_prints_rmse_next_to_knn():
-    """`nwensemble demo` prints CV RMSE for both models, fit time and shape."""
+    """`nwensemble demo` prints CV RMSE for the models, the HDI and the BVC."""
     out = io.StringIO()
     assert main(["demo", "--cv", "2"], out=out) == 0
     text = out.getvalue()
     assert "diabetes" in text and "k-NN" in text and "NWAttentionRegressor" in text
-    assert "components_ shape (10, 10)" in text
+    assert "MultiHeadNW (4 heads)" in text
+    assert "components_ shape (4, 2, 10)" in text
+    assert "head diversity index (HDI): 0." in text
+    assert "= bias2 " in text and "(1-1/H) covariance" in text
 
 
 def test_demo_on_csv(tmp_path):
@@ -29,9 +32,10 @@ def test_demo_on_csv(tmp_path):
     path = tmp_path / "d.csv"
     np.savetxt(path, data, delimiter=",", header="a,b,c,target", comments="")
     out = io.StringIO()
-    main(["demo", "--csv", str(path), "--cv", "2", "--head-dim", "2"], out=out)
+    args = ["demo", "--csv", str(path), "--cv", "2", "--head-dim", "2"]
+    main(args + ["--n-heads", "3"], out=out)
     assert "80 samples x 3 features" in out.getvalue()
-    assert "shape (2, 3)" in out.getvalue()
+    assert "shape (3, 1, 3)" in out.getvalue()
 
 
 def test_demo_rejects_bad_csv(tmp_path):
