@@ -59,7 +59,8 @@ print(" H   noise   bias2  var/H  (1-1/H)cov   mse   test MSE vs f*   HDI")
 for H, (p, test_mse, hdi) in zip(heads, friedman):
     print(
         f"{H:2d}  {p.noise:6.3f}  {p.bias2:6.3f}  {p.variance / H:5.3f}  "
-        f"{(1 - 1 / H) * p.covariance:10.4f}  {p.mse:5.3f}  {test_mse:14.3f}  {hdi:5.3f}"
+        f"{(1 - 1 / H) * p.covariance:10.4f}  {p.mse:5.3f}  {test_mse:14.3f}  "
+        f"{hdi:5.3f}"
     )
 print("diabetes (noise inside bias2):")
 for H, p in zip(heads, diabetes):
