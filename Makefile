@@ -13,7 +13,7 @@ export SCIPY_ARRAY_API := 1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,plot,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,plot,docs,distributed]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -5,6 +5,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from nwensemble._head_allocator import HeadAllocator
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._single_head import NWAttentionRegressor
 
@@ -13,4 +14,9 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["MultiHeadNWRegressor", "NWAttentionRegressor", "__version__"]
+__all__ = [
+    "HeadAllocator",
+    "MultiHeadNWRegressor",
+    "NWAttentionRegressor",
+    "__version__",
+]

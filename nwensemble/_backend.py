@@ -126,11 +126,12 @@ def move_to(a, *, xp, device):
 def same_namespace_or_raise(X, fitted, *, estimator, method):
     """Raise if ``X`` is not in the namespace and device of a fitted array.
 
-    Mixing, for example, NumPy queries with a model fitted on GPU arrays would
-    otherwise fail deep inside the numerics, or silently copy.
+    ``fitted`` is a fitted array, or the ``where(array)`` of one. Mixing, for
+    example, NumPy queries with a model fitted on GPU arrays would otherwise
+    fail deep inside the numerics, or silently copy.
     """
-    fit_where = _where(fitted)
-    x_where = _where(X)
+    fit_where = fitted if isinstance(fitted, tuple) else where(fitted)
+    x_where = where(X)
     if fit_where == x_where:
         return
     raise ValueError(
@@ -141,7 +142,7 @@ def same_namespace_or_raise(X, fitted, *, estimator, method):
     )
 
 
-def _where(a):
+def where(a):
     """(namespace name, device) of an array; anything NumPy-like is host NumPy."""
     if isinstance(a, np.ndarray) or not array_api_compat.is_array_api_obj(a):
         return "numpy", "cpu"

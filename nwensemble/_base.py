@@ -217,8 +217,9 @@ class BaseNWRegressor(
         residuals = to_numpy(heads - Y[None, ...]).astype(np.float64)
         return residuals, to_numpy(sw).astype(np.float64), as_components(W)
 
-    def _set_noise_scale(self, residuals, sw, head_weights):
-        """Noise standard deviation per output, from leave-one-out residuals.
+    def _set_head_combination(self, residuals, sw, head_weights):
+        """Set the head weights, the leave-one-out predictions and the noise
+        standard deviation per output, from the heads' leave-one-out residuals.
 
         The ensemble's leave-one-out residual at row ``i`` has variance
         ``sigma^2 (1 + sum_j v_ij^2)`` under homoscedastic noise (the row's own
@@ -228,6 +229,10 @@ class BaseNWRegressor(
         xp, _ = get_namespace(self._y_fit)
         self._head_weights = head_weights
         R = np.tensordot(np.asarray(head_weights), residuals, axes=1)  # (n, t)
+        # The ensemble's leave-one-out predictions, for scoring without refits.
+        self._loo_prediction = self._y_fit + xp.asarray(
+            R, dtype=self._y_fit.dtype, device=device(self._y_fit)
+        )
         spread = to_numpy(
             loo_spread(
                 self._z_fit,

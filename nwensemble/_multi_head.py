@@ -291,7 +291,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             alpha = _optimal_head_weights(residuals, sw)
         else:
             alpha = np.full(H, 1.0 / H)
-        self._set_noise_scale(residuals, sw, alpha.tolist())
+        self._set_head_combination(residuals, sw, alpha.tolist())
         self.head_weights_ = xp.asarray(alpha, dtype=dtype, device=dev)
         self.subspace_similarity_ = xp.asarray(
             subspace_similarity(W_std), dtype=dtype, device=dev

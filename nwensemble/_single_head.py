@@ -199,5 +199,5 @@ class NWAttentionRegressor(BaseNWRegressor):
         residuals, sw, _ = self._fit_heads(
             X, y, sample_weight, n_heads=1, diversity=0.0
         )
-        self._set_noise_scale(residuals, sw, [1.0])
+        self._set_head_combination(residuals, sw, [1.0])
         return self

@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 
 # Each entry says why the check cannot pass for this model; nothing else fails.
 EXPECTED_FAILED_CHECKS = {
@@ -21,6 +21,9 @@ EXPECTED_FAILED_CHECKS = {
 
 
 def _expected_failed_checks(estimator):
+    if isinstance(estimator, HeadAllocator):
+        # On the check's data the chosen allocations do pass the weight check.
+        return {}
     failed = dict(EXPECTED_FAILED_CHECKS)
     if isinstance(estimator, MultiHeadNWRegressor):
         # Random head directions are not a zero-error start on the blobs.
@@ -36,6 +39,9 @@ def _expected_failed_checks(estimator):
         MultiHeadNWRegressor(
             n_heads=2, head_dim=1, diversity=0.5, head_weights="optimal"
         ),
+        # The checks seed top-level random_state only; the allocator has none.
+        HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=3),
+        HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),
     ],
     expected_failed_checks=_expected_failed_checks,
 )

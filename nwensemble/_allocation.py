@@ -1,0 +1,62 @@
+"""The head-allocation rule: how many heads of which size under a budget.
+
+The library's derivation (user guide, "Allocating heads"): a head of
+dimension ``d`` whose kernel may be as wide as ``h`` (a fraction of the
+projected spread) before its bias is too large averages about ``n h^d``
+training rows, so its variance ``sigma^2 / (n h^d)`` stays bounded only while
+``d <= log(n / k) / log(1 / h)``. With ``h = exp(-1 / smoothness)`` that is
+``head_dim* = smoothness * log(n / k)``; the rest of the budget buys heads,
+whose averaging divides the variance again as far as they decorrelate.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+# Rows a head's kernel should average at the least (the k of the rule).
+MIN_NEIGHBOURS = 10
+# Never more heads than this: each holds an (n, n) block while training.
+MAX_HEADS = 32
+
+
+def theory_head_dim(n_samples, smoothness, max_dim):
+    """``floor(smoothness * log(n_samples / MIN_NEIGHBOURS))`` in [1, max_dim]."""
+    raw = smoothness * math.log(max(n_samples, 1) / MIN_NEIGHBOURS)
+    return int(min(max(math.floor(raw + 1e-9), 1), max(max_dim, 1)))
+
+
+def default_budget(n_samples, n_features):
+    """``budget=None``: as many dimensions in all heads as there are features."""
+    return max(int(n_features), 1)
+
+
+def check_budget(budget):
+    """Raise if no allocation of heads fits in ``budget`` dimensions."""
+    if budget < 1:
+        raise ValueError(
+            f"budget={budget} fits no allocation: every head needs at least one "
+            "dimension, so the budget (n_heads * head_dim) must be at least 1."
+        )
+
+
+def theory_allocation(n_samples, n_features, budget, smoothness):
+    """``(n_heads, head_dim)`` of the rule: head_dim from n, heads from the rest."""
+    check_budget(budget)
+    d = theory_head_dim(n_samples, smoothness, min(n_features, budget))
+    return min(budget // d, MAX_HEADS), d
+
+
+def candidate_allocations(n_samples, n_features, budget, smoothness):
+    """The shortlist cross-validated around the theory point.
+
+    Head dimensions ``d*/2, d* - 1, d*, d* + 1, 2 d*`` (within 1 and
+    ``min(n_features, budget)``), each with as many heads as the budget holds
+    (at most ``MAX_HEADS``). Every candidate has ``n_heads * head_dim <= budget``.
+    """
+    check_budget(budget)
+    max_dim = max(min(n_features, budget), 1)
+    d_star = theory_head_dim(n_samples, smoothness, max_dim)
+    dims = {max(d_star // 2, 1), d_star - 1, d_star, d_star + 1, 2 * d_star}
+    dims = sorted(d for d in dims if 1 <= d <= max_dim)
+    return [(min(budget // d, MAX_HEADS), d) for d in dims]

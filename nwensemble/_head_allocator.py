@@ -1,0 +1,379 @@
+"""HeadAllocator: the number and size of heads under a budget, chosen by the
+scaling rule or by cross-validation."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
+from sklearn.metrics import check_scoring, get_scorer_names
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from nwensemble._allocation import (
+    candidate_allocations,
+    check_budget,
+    default_budget,
+    theory_allocation,
+)
+from nwensemble._backend import get_namespace, same_namespace_or_raise, where
+from nwensemble._multi_head import MultiHeadNWRegressor
+
+
+class HeadAllocator(RegressorMixin, BaseEstimator):
+    """Choose the number of heads and their dimension under a budget.
+
+    The budget ``D`` bounds the total dimension of all heads,
+    ``n_heads * head_dim <= D``. ``strategy='theory'`` applies the library's
+    scaling rule, ``head_dim* = floor(smoothness * log(n_samples / 10))`` (at
+    least 1, at most ``min(n_features, D)``) and ``n_heads* = D // head_dim*``;
+    ``strategy='cv'`` scores a shortlist of allocations around that point and
+    keeps the best. The chosen model is refitted on all rows and predicts.
+
+    Read more in the :ref:`User Guide <allocation>`.
+
+    Parameters
+    ----------
+    estimator : estimator with ``n_heads`` and ``head_dim`` parameters, default=None
+        The model whose heads are allocated; ``None`` means
+        ``MultiHeadNWRegressor()``. Its other parameters are kept.
+
+    budget : int, default=None
+        Largest total dimension ``n_heads * head_dim``. ``None`` uses
+        ``n_features`` (the heads together as wide as the input).
+
+    strategy : {'cv', 'theory'}, default='cv'
+        ``'theory'``: fit the rule's allocation only. ``'cv'``: cross-validate
+        the shortlist of head dimensions ``d*/2, d*-1, d*, d*+1, 2 d*`` (within
+        ``[1, min(n_features, budget)]``), each with ``budget // head_dim``
+        heads (at most 32).
+
+    smoothness : float, default=1.0
+        Constant ``c`` of the rule ``head_dim* = c log(n / 10)``: how wide a
+        kernel the target's smoothness allows (``exp(-1 / c)`` of the
+        projected spread). Larger values give larger heads.
+
+    cv : int, cross-validation generator, iterable or None, default=5
+        Folds for ``strategy='cv'``, as in
+        :class:`~sklearn.model_selection.GridSearchCV`. ``None`` scores each
+        candidate in one fit on all rows by its exact leave-one-out error (no
+        refits per fold, as :class:`~sklearn.linear_model.RidgeCV` does). That
+        error is the one the fit minimises, so it favours larger allocations
+        somewhat more than fold scores do.
+
+    scoring : str, callable or None, default=None
+        Scorer, as in :class:`~sklearn.model_selection.GridSearchCV`; ``None``
+        uses the estimator's ``score`` (R^2).
+
+    n_jobs : int, default=None
+        Parallel jobs over candidates and folds, through joblib: under
+        ``joblib.parallel_config(backend="dask")`` they run on a dask cluster.
+        ``None`` means 1 unless in a joblib context; ``-1`` means all
+        processors.
+
+    refit : bool, default=True
+        Refit the best allocation on all rows (``best_estimator_``), so that
+        the allocator predicts. With ``cv=None`` or ``strategy='theory'`` the
+        candidates are already fitted on all rows and nothing is refitted.
+
+    Attributes
+    ----------
+    n_heads_ : int
+        Chosen number of heads.
+
+    head_dim_ : int
+        Chosen dimension of each head.
+
+    best_params_ : dict
+        ``{'n_heads': n_heads_, 'head_dim': head_dim_}``.
+
+    best_score_ : float
+        Mean cross-validated score of the chosen allocation (its leave-one-out
+        score with ``cv=None`` or ``strategy='theory'``).
+
+    best_estimator_ : estimator
+        The chosen model fitted on all rows; only with ``refit=True``.
+
+    best_index_ : int
+        Row of the chosen allocation in ``cv_results_``.
+
+    cv_results_ : dict of ndarrays
+        One entry per candidate, with the keys of
+        :class:`~sklearn.model_selection.GridSearchCV`: ``params``,
+        ``param_n_heads``, ``param_head_dim``, ``split<k>_test_score``,
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score``,
+        ``mean_fit_time``, ``std_fit_time``, ``mean_score_time``,
+        ``std_score_time``.
+
+    theory_allocation_ : dict
+        The rule's ``{'n_heads': ..., 'head_dim': ...}`` for this data.
+
+    budget_ : int
+        The budget used (``budget`` or its default).
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit``. Defined only when `X` has
+        feature names that are all strings.
+
+    See Also
+    --------
+    MultiHeadNWRegressor : The default estimator.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_friedman1
+    >>> from nwensemble import HeadAllocator
+    >>> X, y = make_friedman1(n_samples=200, noise=0.5, random_state=0)
+    >>> alloc = HeadAllocator(budget=6, cv=3).fit(X, y)
+    >>> alloc.n_heads_ * alloc.head_dim_ <= 6
+    True
+    >>> alloc.theory_allocation_
+    {'n_heads': 3, 'head_dim': 2}
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict", "get_params"]), None],
+        "budget": [Integral, None],
+        "strategy": [StrOptions({"cv", "theory"})],
+        "smoothness": [Interval(Real, 0, None, closed="neither")],
+        "cv": ["cv_object", None],
+        "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "n_jobs": [Integral, None],
+        "refit": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        budget=None,
+        strategy="cv",
+        smoothness=1.0,
+        cv=5,
+        scoring=None,
+        n_jobs=None,
+        refit=True,
+    ):
+        self.estimator = estimator
+        self.budget = budget
+        self.strategy = strategy
+        self.smoothness = smoothness
+        self.cv = cv
+        self.scoring = scoring
+        self.n_jobs = n_jobs
+        self.refit = refit
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.array_api_support = True
+        return tags
+
+    def _base_estimator(self):
+        base = MultiHeadNWRegressor() if self.estimator is None else self.estimator
+        missing = {"n_heads", "head_dim"} - set(base.get_params(deep=False))
+        if missing:
+            raise ValueError(
+                f"HeadAllocator needs an estimator with n_heads and head_dim "
+                f"parameters (such as MultiHeadNWRegressor); "
+                f"{type(base).__name__} lacks {sorted(missing)}."
+            )
+        return base
+
+    def _budget(self, n_features):
+        budget = (
+            default_budget(None, n_features) if self.budget is None else self.budget
+        )
+        check_budget(budget)
+        return int(budget)
+
+    def param_grid(self, n_samples, n_features=None):
+        """The candidate allocations as a grid for ``GridSearchCV``.
+
+        Parameters
+        ----------
+        n_samples : int
+            Training rows the candidates are meant for (they set ``head_dim*``).
+        n_features : int, default=None
+            Number of features; needed when ``budget`` is None and the
+            allocator is not fitted (otherwise ``n_features_in_`` is used).
+
+        Returns
+        -------
+        grid : list of dict
+            ``[{'n_heads': [H], 'head_dim': [d]}, ...]``, usable as
+            ``GridSearchCV(MultiHeadNWRegressor(), allocator.param_grid(n))``.
+            With ``strategy='theory'``, the rule's allocation only.
+        """
+        if n_features is None:
+            n_features = getattr(self, "n_features_in_", None)
+        if n_features is None:
+            if self.budget is None:
+                raise ValueError(
+                    "param_grid needs n_features when budget is None and the "
+                    "allocator is not fitted."
+                )
+            n_features = self.budget
+        return [
+            {"n_heads": [H], "head_dim": [d]}
+            for H, d in self._candidates(int(n_samples), int(n_features))
+        ]
+
+    def _candidates(self, n_samples, n_features):
+        budget = self._budget(n_features)
+        if self.strategy == "theory":
+            return [theory_allocation(n_samples, n_features, budget, self.smoothness)]
+        return candidate_allocations(n_samples, n_features, budget, self.smoothness)
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, sample_weight=None):
+        """Score the candidate allocations and fit the best one.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed to the estimator's ``fit`` (not used in scoring).
+
+        Returns
+        -------
+        self : object
+            Fitted allocator.
+        """
+        xp, _ = get_namespace(X)
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            dtype=(xp.float64, xp.float32),
+            multi_output=True,
+            y_numeric=True,
+            ensure_min_samples=2,
+        )
+        n, p = X.shape
+        self._fit_where = where(X)
+        base = self._base_estimator()
+        self.budget_ = self._budget(p)
+        H, d = theory_allocation(n, p, self.budget_, self.smoothness)
+        self.theory_allocation_ = {"n_heads": H, "head_dim": d}
+        candidates = self._candidates(n, p)
+        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        if self.strategy == "cv" and self.cv is not None:
+            self._fit_cv(base, candidates, X, y, fit_params)
+        else:
+            self._fit_loo(base, candidates, X, y, fit_params)
+        self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
+        self.n_heads_ = self.best_params_["n_heads"]
+        self.head_dim_ = self.best_params_["head_dim"]
+        return self
+
+    def _fit_cv(self, base, candidates, X, y, fit_params):
+        search = GridSearchCV(
+            base,
+            [{"n_heads": [H], "head_dim": [d]} for H, d in candidates],
+            scoring=self.scoring,
+            cv=self.cv,
+            n_jobs=self.n_jobs,
+            refit=self.refit,
+            error_score="raise",
+        ).fit(X, y, **fit_params)
+        self.cv_results_ = search.cv_results_
+        self.best_index_ = int(search.best_index_)
+        self.best_score_ = float(search.best_score_)
+        if self.refit:
+            self.best_estimator_ = search.best_estimator_
+
+    def _fit_loo(self, base, candidates, X, y, fit_params):
+        scorer = check_scoring(base, scoring=self.scoring)
+        results = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_and_score_loo)(
+                clone(base).set_params(n_heads=H, head_dim=d), X, y, fit_params, scorer
+            )
+            for H, d in candidates
+        )
+        scores = np.array([r[1] for r in results])
+        fit_times = np.array([r[2] for r in results])
+        score_times = np.array([r[3] for r in results])
+        self.cv_results_ = _results_table(candidates, scores, fit_times, score_times)
+        self.best_index_ = int(np.argmax(scores))
+        self.best_score_ = float(scores[self.best_index_])
+        if self.refit:
+            self.best_estimator_ = results[self.best_index_][0]
+
+    def predict(self, X, **predict_params):
+        """Predict with the chosen model (``best_estimator_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+        **predict_params : dict
+            Passed on, for example ``return_std=True``.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+            The chosen model's predictions (and what ``predict_params`` ask for).
+        """
+        check_is_fitted(self)
+        if not self.refit:
+            raise AttributeError(
+                "HeadAllocator was fitted with refit=False: it holds the scores "
+                "only. Refit with refit=True to predict."
+            )
+        same_namespace_or_raise(X, self._fit_where, estimator=self, method="predict")
+        xp, _ = get_namespace(X)
+        X = validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False)
+        return self.best_estimator_.predict(X, **predict_params)
+
+
+class _Predictions(RegressorMixin):
+    """Stand-in estimator whose predictions are its input, for scorers."""
+
+    def predict(self, X):
+        return X
+
+
+def _fit_and_score_loo(estimator, X, y, fit_params, scorer):
+    """Fit on all rows; score the exact leave-one-out predictions."""
+    start = time.perf_counter()
+    estimator.fit(X, y, **fit_params)
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    loo = estimator._loo_prediction
+    loo = loo[:, 0] if estimator._y_ndim == 1 else loo
+    score = float(scorer(_Predictions(), loo, y))
+    return estimator, score, fit_time, time.perf_counter() - start
+
+
+def _results_table(candidates, scores, fit_times, score_times):
+    """``cv_results_`` in GridSearchCV's layout, one leave-one-out 'split'."""
+    n = len(candidates)
+    params = [{"n_heads": H, "head_dim": d} for H, d in candidates]
+    rank = rankdata(-scores, method="min").astype(np.int32)
+    zeros = np.zeros(n)
+    return {
+        "mean_fit_time": fit_times,
+        "std_fit_time": zeros.copy(),
+        "mean_score_time": score_times,
+        "std_score_time": zeros.copy(),
+        "param_n_heads": np.array([H for H, _ in candidates]),
+        "param_head_dim": np.array([d for _, d in candidates]),
+        "params": params,
+        "split0_test_score": scores,
+        "mean_test_score": scores,
+        "std_test_score": zeros.copy(),
+        "rank_test_score": rank,
+    }

@@ -1,0 +1,223 @@
+"""HeadAllocator: the rule, the budget, cross-validation and meta-estimation."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.stats import spearmanr
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes, make_friedman1
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._allocation import (
+    candidate_allocations,
+    theory_allocation,
+    theory_head_dim,
+)
+
+# The fast settings stop short on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = make_friedman1(n_samples=120, n_features=6, noise=0.5, random_state=0)
+    return X, y
+
+
+def _fast(**kw):
+    return MultiHeadNWRegressor(max_iter=15, bvc_resamples=0, random_state=0, **kw)
+
+
+def test_grid_search_over_budget(small):
+    """GridSearchCV(HeadAllocator(budget=4), {'budget': [4, 8]}) fits and
+    exposes the chosen allocator."""
+    X, y = small
+    search = GridSearchCV(
+        HeadAllocator(_fast(), budget=4, cv=3), {"budget": [4, 8]}, cv=3
+    ).fit(X, y)
+    best = search.best_estimator_
+    assert best.budget in (4, 8)
+    assert best.n_heads_ * best.head_dim_ <= best.budget
+    assert search.predict(X[:3]).shape == (3,)
+
+
+def test_pipeline_after_scaler(small):
+    X, y = small
+    pipe = make_pipeline(StandardScaler(), HeadAllocator(_fast(), budget=4, cv=3))
+    pipe.fit(X, y)
+    assert pipe.predict(X[:5]).shape == (5,)
+    assert pipe[-1].n_heads_ * pipe[-1].head_dim_ <= 4
+
+
+def test_clone_and_deep_params_expose_the_estimator():
+    alloc = HeadAllocator(MultiHeadNWRegressor(diversity=0.2), budget=6)
+    params = alloc.get_params(deep=True)
+    assert params["estimator__diversity"] == 0.2
+    assert "estimator__n_heads" in params and "estimator__random_state" in params
+    twin = clone(alloc).set_params(estimator__diversity=0.5)
+    assert twin.estimator.diversity == 0.5 and alloc.estimator.diversity == 0.2
+
+
+@given(
+    st.integers(2, 10**7),
+    st.integers(1, 300),
+    st.integers(1, 500),
+    st.floats(0.05, 20.0),
+)
+def test_every_allocation_fits_the_budget(n, p, budget, smoothness):
+    """Theory point and every candidate: n_heads * head_dim <= budget, with
+    1 <= head_dim <= n_features and at least one head."""
+    allocations = candidate_allocations(n, p, budget, smoothness)
+    allocations.append(theory_allocation(n, p, budget, smoothness))
+    for H, d in allocations:
+        assert H >= 1 and 1 <= d <= p
+        assert H * d <= budget
+
+
+@pytest.mark.parametrize("budget", [0, -3])
+def test_budget_no_allocation_fits(small, budget):
+    X, y = small
+    with pytest.raises(ValueError, match="fits no allocation"):
+        HeadAllocator(budget=budget).fit(X, y)
+    with pytest.raises(ValueError, match="at least 1"):
+        theory_allocation(100, 5, budget, 1.0)
+
+
+def test_fitted_allocations_fit_the_budget(small):
+    X, y = small
+    for budget in (1, 3, 7, 40):
+        alloc = HeadAllocator(_fast(), budget=budget, cv=None).fit(X, y)
+        assert alloc.n_heads_ * alloc.head_dim_ <= budget
+        assert alloc.best_estimator_.components_.shape[:2] == (
+            alloc.n_heads_,
+            alloc.head_dim_,
+        )
+
+
+@pytest.mark.parametrize("smoothness", [0.5, 1.0, 2.0])
+def test_theory_head_dim_grows_like_log_n(smoothness):
+    """head_dim* is non-decreasing in n and head_dim* / log n -> smoothness."""
+    ns = np.unique(np.logspace(1, 15, 200).astype(np.int64))
+    dims = [theory_head_dim(int(n), smoothness, max_dim=10**6) for n in ns]
+    assert np.all(np.diff(dims) >= 0)
+    for n, d in zip(ns, dims):
+        # floor(c log(n / 10)), at least 1: within one of c log n - c log 10.
+        assert abs(d - max(smoothness * math.log(n / 10), 1)) <= 1
+    assert dims[-1] / math.log(ns[-1]) == pytest.approx(smoothness, rel=0.2)
+
+
+def test_strategy_theory_fits_the_rule(small):
+    X, y = small
+    alloc = HeadAllocator(_fast(), budget=9, strategy="theory").fit(X, y)
+    assert alloc.best_params_ == alloc.theory_allocation_
+    d = theory_head_dim(X.shape[0], 1.0, 6)
+    assert alloc.theory_allocation_ == {"n_heads": 9 // d, "head_dim": d}
+    assert len(alloc.cv_results_["params"]) == 1
+
+
+def test_cv_results_layout(small):
+    X, y = small
+    for cv in (3, None):
+        alloc = HeadAllocator(_fast(), budget=8, cv=cv).fit(X, y)
+        res = alloc.cv_results_
+        for key in (
+            "params",
+            "param_n_heads",
+            "param_head_dim",
+            "split0_test_score",
+            "mean_test_score",
+            "std_test_score",
+            "rank_test_score",
+            "mean_fit_time",
+            "mean_score_time",
+        ):
+            assert key in res, key
+        best = int(np.argmin(res["rank_test_score"]))
+        assert res["params"][best] == alloc.best_params_
+        assert alloc.best_score_ == pytest.approx(res["mean_test_score"][best])
+
+
+def test_param_grid_for_users_own_search(small):
+    X, y = small
+    alloc = HeadAllocator(budget=8)
+    grid = alloc.param_grid(X.shape[0], n_features=X.shape[1])
+    search = GridSearchCV(_fast(), grid, cv=3).fit(X, y)
+    H, d = search.best_params_["n_heads"], search.best_params_["head_dim"]
+    assert H * d <= 8
+    assert len(grid) == len(candidate_allocations(X.shape[0], X.shape[1], 8, 1.0))
+    with pytest.raises(ValueError, match="n_features"):
+        HeadAllocator().param_grid(100)
+
+
+def test_refit_false_keeps_scores_only(small):
+    X, y = small
+    alloc = HeadAllocator(_fast(), budget=4, cv=3, refit=False).fit(X, y)
+    assert not hasattr(alloc, "best_estimator_")
+    with pytest.raises(AttributeError, match="refit=False"):
+        alloc.predict(X)
+
+
+def test_predict_passes_return_std(small):
+    X, y = small
+    alloc = HeadAllocator(_fast(), budget=4, cv=None).fit(X, y)
+    pred, std = alloc.predict(X[:4], return_std=True)
+    assert_allclose(pred, alloc.best_estimator_.predict(X[:4]))
+    assert std.shape == (4,)
+
+
+def test_estimator_without_heads_is_refused(small):
+    X, y = small
+    with pytest.raises(ValueError, match="n_heads and head_dim"):
+        HeadAllocator(NWAttentionRegressor()).fit(X, y)
+
+
+def test_leave_one_out_ranks_like_five_fold_cv():
+    """cv=None picks what 5-fold CV picks on diabetes (budget 8), and its
+    scores rank the candidates alike (Spearman >= 0.8; measured 0.9)."""
+    X, y = load_diabetes(return_X_y=True)
+    est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0)
+    loo = HeadAllocator(est, budget=8, cv=None).fit(X, y)
+    folds = HeadAllocator(est, budget=8, cv=KFold(5, shuffle=True, random_state=0))
+    folds.fit(X, y)
+    assert loo.best_params_ == folds.best_params_
+    rho = spearmanr(
+        loo.cv_results_["mean_test_score"], folds.cv_results_["mean_test_score"]
+    )[0]
+    assert rho >= 0.8
+
+
+def test_dask_backend_gives_the_same_scores(small):
+    """GridSearchCV over HeadAllocator on a 2-worker dask LocalCluster gives
+    exactly the scores of joblib's default backend."""
+    distributed = pytest.importorskip("dask.distributed")
+    from joblib import parallel_config
+
+    X, y = small
+
+    def search():
+        return GridSearchCV(
+            HeadAllocator(_fast(), budget=4, cv=3),
+            {"budget": [4, 8]},
+            cv=3,
+            n_jobs=2,
+        )
+
+    reference = search().fit(X, y)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        with parallel_config(backend="dask"):
+            on_dask = search().fit(X, y)
+    for key in ("mean_test_score", "split0_test_score", "split2_test_score"):
+        assert_array_equal(on_dask.cv_results_[key], reference.cv_results_[key])
+    assert on_dask.best_params_ == reference.best_params_
