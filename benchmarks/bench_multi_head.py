@@ -58,8 +58,7 @@ def main():
                 )
             )
     print(
-        f"Friedman #1, 1000 train / 500 test, noise 1, 10 features, "
-        f"{args.seeds} seeds"
+        f"Friedman #1, 1000 train / 500 test, noise 1, 10 features, {args.seeds} seeds"
     )
     print(
         f"{'model':<34}{'test RMSE':>17}{'HDI':>7}{'bias2':>8}{'var/H':>7}"
