@@ -30,6 +30,7 @@ from nwensemble._backend import (
     same_namespace_or_raise,
     to_numpy,
 )
+from nwensemble._features import FeatureMap
 from nwensemble._fitting import (
     fit_projection,
     initial_projection,
@@ -67,7 +68,7 @@ class BaseNWRegressor(
         "early_stopping": [StrOptions({"auto"}), "boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "standardize": ["boolean"],
+        "standardize": ["boolean", StrOptions({"power"})],
         "warm_start": ["boolean"],
         "callback": [callable, None],
         "random_state": ["random_state"],
@@ -123,31 +124,6 @@ class BaseNWRegressor(
             )
         return xp, dev, X, Y, sw / xp.sum(sw)
 
-    def _fit_standardization(self, X, sw, *, xp):
-        """Weighted centre and per-feature scale of ``X``.
-
-        The scale is the weighted standard deviation when ``standardize`` is true,
-        else one. It is computed after dividing by the column's largest magnitude,
-        so features near 1e150 or 1e-150 neither overflow nor underflow; constant
-        features (and subnormal spreads) get scale one.
-        """
-        center = xp.sum(sw[:, None] * X, axis=0)
-        Xc = X - center
-        if not self.standardize:
-            return center, xp.ones_like(center)
-        # A feature counts as constant when its spread is rounding noise of its
-        # magnitude, or subnormal (not invertible into finite components_).
-        max_abs = xp.max(xp.abs(Xc), axis=0)
-        magnitude = xp.max(xp.abs(X), axis=0)
-        eps = float(xp.finfo(X.dtype).eps)
-        tiny = float(xp.finfo(X.dtype).smallest_normal)
-        varies = (max_abs >= tiny) & (max_abs > 100 * eps * magnitude)
-        max_abs = xp.where(varies, max_abs, xp.ones_like(max_abs))
-        Xn = Xc / max_abs
-        std = xp.sqrt(xp.sum(sw[:, None] * Xn * Xn, axis=0))
-        std = xp.where(varies & (std > 0), std, xp.ones_like(std))
-        return center, std * max_abs
-
     def _fit_heads(self, X, y, sample_weight, *, n_heads, diversity):
         """Validate, standardise, learn the heads and store the fitted state.
 
@@ -158,13 +134,18 @@ class BaseNWRegressor(
         sample weights and the heads' projections in standardised units (the
         space they are learned in), all float64 NumPy, for the diagnostics.
         """
-        previous = getattr(self, "components_", None) if self.warm_start else None
+        previous = getattr(self, "_W_model", None) if self.warm_start else None
         xp, dev, X, Y, sw = self._validate_training_data(X, y, sample_weight)
         rng = check_random_state(self.random_state)
-        center, scale = self._fit_standardization(X, sw, xp=xp)
-        Xs = (X - center) / scale
+        features = FeatureMap(self.standardize)
+        Xs = features.fit_transform(X, sw, rng=rng, xp=xp)
         Ys = scaled_targets(Y, sw, xp=xp)
-        scale_np = to_numpy(scale).astype(np.float64)
+        # components_ (and init arrays) are in input units when the map is
+        # linear, else in the units of the warped, standardised features.
+        if features.is_linear:
+            scale_np = to_numpy(features.scale).astype(np.float64)
+        else:
+            scale_np = np.ones(X.shape[1])
         p = X.shape[1]
 
         W0 = initial_projection(
@@ -203,8 +184,10 @@ class BaseNWRegressor(
             )
 
         W_x = xp.asarray(W, dtype=X.dtype, device=dev)
+        scale = xp.asarray(scale_np, dtype=X.dtype, device=dev)
         self.components_ = xp.reshape((W_x / scale[:, None]).T, shape)
-        self._x_center = center
+        self._features = features
+        self._W_model = W_x
         self._z_fit = Xs @ W_x
         self._y_fit = Y
         self._log_sw = _log_weights(sw, xp=xp)
@@ -383,9 +366,7 @@ class BaseNWRegressor(
         return weights, indices
 
     def _project(self, X, *, xp):
-        C = self.components_
-        C = xp.reshape(C, (-1, C.shape[-1]))
-        return (X - self._x_center) @ C.T
+        return self._features.transform(X, xp=xp) @ self._W_model
 
     def _predict_projected(self, Q, *, xp):
         """Chunked NW prediction for projected queries ``Q``."""

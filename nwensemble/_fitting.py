@@ -45,7 +45,10 @@ def scaled_targets(Y, sw, *, xp):
 
 
 def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp):
-    """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, standardised units.
+    """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, in model units.
+
+    ``previous`` is the last fit's ``W`` (warm start); ``scale_np`` turns an
+    ``init`` array given in the units of ``components_`` into model units.
 
     String inits give every head its own block of directions: disjoint while
     ``n_heads * head_dim <= n_features``, wrapping around after that. Each
@@ -53,13 +56,13 @@ def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp)
     """
     n, p = Xs.shape
     if previous is not None:
-        prev = to_numpy(previous).astype(np.float64).reshape(-1, previous.shape[-1])
-        if prev.shape[1] != p:
+        prev = to_numpy(previous).astype(np.float64)
+        if prev.shape[0] != p:
             raise ValueError(
-                f"warm_start=True needs the {prev.shape[1]} features of the "
+                f"warm_start=True needs the {prev.shape[0]} features of the "
                 f"previous fit; got {p}. Set warm_start=False to start afresh."
             )
-        return scale_np[:, None] * prev.T
+        return prev
     init = est.init
     if not isinstance(init, str):
         return scale_np[:, None] * _init_array(est, init, n_heads, p).T

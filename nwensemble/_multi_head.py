@@ -111,9 +111,17 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     n_iter_no_change : int, default=10
         Patience of early stopping, in iterations.
 
-    standardize : bool, default=True
-        Scale every feature to unit (weighted) variance before learning the
-        projections. ``components_`` is always reported in the original units.
+    standardize : 'power' or bool, default='power'
+        The feature map the heads' projection works in. ``True``: every feature centred
+        and scaled to unit (weighted) variance; ``components_`` is then
+        reported in the input's units. ``'power'``: scaled, then warped by a
+        per-feature Yeo-Johnson power transform whose exponent is chosen by
+        likelihood, then scaled again, so that skewed features (ages,
+        frequencies, counts) do not squeeze most rows into a corner of the
+        kernel; ``components_`` is then in the units of the warped,
+        standardised features. ``False``: centred only. Measured with 5-fold
+        CV on six real sets, ``'power'`` lowered the RMSE of one head by 20 %
+        on average against ``True`` (``benchmarks/tabular.py``).
 
     warm_start : bool, default=False
         If True and ``fit`` was called before, start from the previous
@@ -133,7 +141,8 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     Attributes
     ----------
     components_ : array of shape (n_heads, head_dim, n_features)
-        The learned projections ``W_h^T``, in the units of the input features.
+        The learned projections ``W_h^T``, applied to the feature map of
+        ``standardize`` (in the input's units unless it is ``'power'``).
 
     head_weights_ : array of shape (n_heads,)
         The weights ``alpha`` that combine the heads' predictions.
@@ -239,7 +248,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=10,
-        standardize=True,
+        standardize="power",
         warm_start=False,
         callback=None,
         random_state=None,

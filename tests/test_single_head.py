@@ -22,11 +22,14 @@ def _nw_reference(Xtr, ytr, Xte, components):
 
 
 def test_fixed_projection_is_nadaraya_watson(ns, friedman):
-    """With max_iter=0 and a given projection, predict is the NW estimate."""
+    """With max_iter=0 and a given projection, predict is the NW estimate
+    (with a linear feature map, components_ act on the input's units)."""
     X, y = friedman
     C = np.random.default_rng(0).standard_normal((3, X.shape[1]))
     with ns.context():
-        reg = NWAttentionRegressor(init=ns.asarray(C), max_iter=0).fit(
+        reg = NWAttentionRegressor(
+            init=ns.asarray(C), max_iter=0, standardize=True
+        ).fit(
             ns.asarray(X), ns.asarray(y)
         )
         pred = ns.check_output(reg.predict(ns.asarray(X[:20])))
@@ -163,9 +166,12 @@ def test_chunked_prediction_equals_one_block(friedman):
 
 
 def test_transform_projects_with_components(friedman):
-    """transform(X) is the centred data times components_.T, up to translation."""
+    """transform(X) is the data times components_.T, up to translation, for a
+    linear feature map; with 'power' it is the warped features times them."""
     X, y = friedman
-    reg = NWAttentionRegressor(head_dim=3, random_state=0, max_iter=5).fit(X, y)
+    reg = NWAttentionRegressor(
+        head_dim=3, random_state=0, max_iter=5, standardize=True
+    ).fit(X, y)
     Z = reg.transform(X)
     assert Z.shape == (200, 3)
     assert_allclose(Z - Z[0], (X - X[0]) @ reg.components_.T, atol=1e-10)
@@ -174,6 +180,11 @@ def test_transform_projects_with_components(friedman):
         "nwattentionregressor1",
         "nwattentionregressor2",
     ]
+    warped = NWAttentionRegressor(head_dim=3, random_state=0, max_iter=5).fit(X, y)
+    Zw = warped.transform(X)
+    assert_allclose(
+        Zw, warped._features.transform(X, xp=np) @ warped.components_.T, atol=1e-10
+    )
 
 
 def test_pandas_input_sets_feature_names(friedman):
