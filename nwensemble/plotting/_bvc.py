@@ -1,0 +1,225 @@
+"""BVCDisplay: the bias-variance-covariance parts as stacked bars."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from nwensemble.diagnostics import bvc_decomposition
+from nwensemble.plotting._common import axes_or_new, import_pyplot
+
+_REQUIRED = ("mse", "bias2", "variance", "covariance", "n_heads")
+
+
+class BVCDisplay:
+    """Stacked bars of ``bias2``, ``variance / H`` and ``(1 - 1/H) covariance``.
+
+    One bar per decomposition, for one model or several (for example across
+    numbers of heads). A ``noise`` part, present when the decomposition was
+    taken with ``f_true``, is drawn at the bottom. A black tick marks each
+    ``mse``, which the parts add up to.
+
+    Parameters
+    ----------
+    parts : mapping or list of mappings
+        Results of :func:`~nwensemble.diagnostics.bvc_decomposition` (or a
+        fitted model's ``bvc_decomposition_``).
+    labels : list of str, default=None
+        One per bar; ``'H=<n_heads>'`` when None.
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+    figure_ : matplotlib Figure
+    bars_ : dict of str to matplotlib BarContainer
+        One entry per part drawn.
+    mse_markers_ : matplotlib Line2D
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from sklearn.datasets import make_friedman1
+    >>> from nwensemble import MultiHeadNWRegressor
+    >>> from nwensemble.plotting import BVCDisplay
+    >>> X, y = make_friedman1(n_samples=200, random_state=0)
+    >>> reg = MultiHeadNWRegressor(n_heads=3, random_state=0).fit(X, y)
+    >>> disp = BVCDisplay.from_estimator(reg)
+    >>> sorted(disp.bars_)
+    ['(1 - 1/H) covariance', 'bias$^2$', 'variance / H']
+    """
+
+    def __init__(self, parts, *, labels=None):
+        self.parts = parts
+        self.labels = labels
+
+    def _parts_list(self):
+        parts = self.parts
+        if hasattr(parts, "keys"):
+            parts = [parts]
+        parts = list(parts)
+        if not parts:
+            raise ValueError("parts is empty: give at least one decomposition.")
+        for p in parts:
+            missing = [k for k in _REQUIRED if k not in p]
+            if missing:
+                raise ValueError(
+                    f"each decomposition needs {list(_REQUIRED)}; one lacks {missing}."
+                )
+        if self.labels is not None and len(self.labels) != len(parts):
+            raise ValueError(
+                f"labels has {len(self.labels)} entries for {len(parts)} bars."
+            )
+        return parts
+
+    def plot(self, ax=None, *, bar_kwargs=None):
+        """Draw the bars.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+        bar_kwargs : dict, default=None
+            Passed to every ``ax.bar`` call.
+
+        Returns
+        -------
+        display : BVCDisplay
+        """
+        plt = import_pyplot("BVCDisplay")
+        parts = self._parts_list()
+        labels = self.labels or [f"H={int(p['n_heads'])}" for p in parts]
+        H = np.array([float(p["n_heads"]) for p in parts])
+        layers = []
+        if all("noise" in p for p in parts):
+            layers.append(("noise", [p["noise"] for p in parts]))
+        layers += [
+            ("bias$^2$", [p["bias2"] for p in parts]),
+            ("variance / H", [p["variance"] / h for p, h in zip(parts, H)]),
+            (
+                "(1 - 1/H) covariance",
+                [(1 - 1 / h) * p["covariance"] for p, h in zip(parts, H)],
+            ),
+        ]
+        self.figure_, self.ax_ = axes_or_new(ax, plt)
+        x = np.arange(len(parts))
+        bottom = np.zeros(len(parts))
+        self.bars_ = {}
+        for label, values in layers:
+            values = np.asarray(values, dtype=float)
+            self.bars_[label] = self.ax_.bar(
+                x, values, bottom=bottom, label=label, **(bar_kwargs or {})
+            )
+            bottom = bottom + values
+        (self.mse_markers_,) = self.ax_.plot(
+            x, [p["mse"] for p in parts], "k_", markersize=24, mew=2, label="mse"
+        )
+        self.ax_.set_xticks(x, labels)
+        self.ax_.set_ylabel("squared error")
+        self.ax_.set_title("Bias-variance-covariance decomposition")
+        self.ax_.legend(fontsize="small")
+        return self
+
+    @classmethod
+    def from_estimator(
+        cls,
+        estimator,
+        X=None,
+        y=None,
+        *,
+        n_resamples=10,
+        f_true=None,
+        random_state=None,
+        ax=None,
+        **kwargs,
+    ):
+        """Plot one fitted model's decomposition.
+
+        Without ``X`` and ``y`` it uses the model's ``bvc_decomposition_``
+        (training rows); with them, it computes
+        :func:`~nwensemble.diagnostics.bvc_decomposition` on them.
+
+        Parameters
+        ----------
+        estimator : fitted NW regressor
+        X, y : array-like, default=None
+        n_resamples : int, default=10
+        f_true : array-like, default=None
+        random_state : int, RandomState instance or None, default=None
+        ax : matplotlib Axes, default=None
+        **kwargs
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : BVCDisplay
+        """
+        return cls.from_estimators(
+            [estimator],
+            X,
+            y,
+            n_resamples=n_resamples,
+            f_true=f_true,
+            random_state=random_state,
+            ax=ax,
+            **kwargs,
+        )
+
+    @classmethod
+    def from_estimators(
+        cls,
+        estimators,
+        X=None,
+        y=None,
+        *,
+        labels=None,
+        n_resamples=10,
+        f_true=None,
+        random_state=None,
+        ax=None,
+        **kwargs,
+    ):
+        """Plot several fitted models side by side (e.g. across ``n_heads``).
+
+        Parameters
+        ----------
+        estimators : list of fitted NW regressors
+        X, y : array-like, default=None
+            Rows for the decomposition; each model's ``bvc_decomposition_``
+            when None.
+        labels : list of str, default=None
+        n_resamples, f_true, random_state
+            As in :func:`~nwensemble.diagnostics.bvc_decomposition`.
+        ax : matplotlib Axes, default=None
+        **kwargs
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : BVCDisplay
+        """
+        if (X is None) != (y is None):
+            raise ValueError("Give both X and y, or neither.")
+        parts = []
+        for est in estimators:
+            check_is_fitted(est)
+            if X is None:
+                stored = getattr(est, "bvc_decomposition_", None)
+                if stored is None:
+                    raise ValueError(
+                        f"{type(est).__name__} has no bvc_decomposition_ (fit it "
+                        "with bvc_resamples > 0), so give X and y."
+                    )
+                parts.append(stored)
+            else:
+                parts.append(
+                    bvc_decomposition(
+                        est,
+                        X,
+                        y,
+                        n_resamples=n_resamples,
+                        f_true=f_true,
+                        random_state=random_state,
+                    )
+                )
+        return cls(parts, labels=labels).plot(ax=ax, **kwargs)
