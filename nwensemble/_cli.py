@@ -101,7 +101,35 @@ def _demo(args, out):
         f"{(1 - 1 / H) * parts.covariance:.1f}",
         file=out,
     )
+    if args.plot:
+        _save_plots(full, args.plot)
+        print(f"HDI and BVC figures saved to {args.plot}", file=out)
     return 0
+
+
+def _save_plots(model, path):
+    """The subspace-similarity map and the BVC bars, side by side, to ``path``."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit(
+            "error: --plot needs matplotlib: pip install 'nwensemble[plot]'."
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nwensemble.plotting import BVCDisplay, HeadDiversityDisplay
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.5))
+    HeadDiversityDisplay.from_estimator(model, ax=ax0)
+    BVCDisplay.from_estimator(model, ax=ax1)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise SystemExit(f"error: cannot write {path}: {exc}") from exc
+    finally:
+        plt.close(fig)
 
 
 def main(argv=None, out=None):
@@ -133,6 +161,11 @@ def main(argv=None, out=None):
         "--n-heads", type=int, default=4, help="heads of MultiHeadNW (default 4)"
     )
     demo.add_argument("--random-state", type=int, default=0, help="seed (default 0)")
+    demo.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="save the HDI and BVC figures of the multi-head model to this file",
+    )
     args = parser.parse_args(argv)
     if args.cv < 2:
         parser.error("--cv must be at least 2")

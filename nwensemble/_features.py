@@ -78,7 +78,9 @@ def fit_power(Z, sw, *, rng):
 
 def _yeo_johnson_np(Z, lam, a):
     """Yeo-Johnson transform in NumPy, ``a = log1p(|Z|)`` precomputed."""
-    pos = np.where(np.abs(lam) < 1e-12, a, np.expm1(lam * a) / np.where(lam == 0, 1, lam))
+    pos = np.where(
+        np.abs(lam) < 1e-12, a, np.expm1(lam * a) / np.where(lam == 0, 1, lam)
+    )
     two = 2.0 - lam
     neg = np.where(
         np.abs(two) < 1e-12, -a, -np.expm1(two * a) / np.where(two == 0, 1, two)

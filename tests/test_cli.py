@@ -57,3 +57,13 @@ def test_module_entry_point_on_real_csv():
         check=True,
     )
     assert "308 samples x 6 features" in res.stdout
+
+
+def test_demo_saves_plots(tmp_path):
+    """--plot writes a PNG with the HDI and BVC figures."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "out.png"
+    out = io.StringIO()
+    main(["demo", "--cv", "2", "--plot", str(path)], out=out)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"saved to {path}" in out.getvalue()

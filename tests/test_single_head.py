@@ -29,9 +29,7 @@ def test_fixed_projection_is_nadaraya_watson(ns, friedman):
     with ns.context():
         reg = NWAttentionRegressor(
             init=ns.asarray(C), max_iter=0, standardize=True
-        ).fit(
-            ns.asarray(X), ns.asarray(y)
-        )
+        ).fit(ns.asarray(X), ns.asarray(y))
         pred = ns.check_output(reg.predict(ns.asarray(X[:20])))
         comps = ns.check_output(reg.components_)
     assert_allclose(comps, C, rtol=1e-12)

@@ -107,13 +107,19 @@ class BVCDisplay:
         self.bars_ = {}
         for label, values in layers:
             values = np.asarray(values, dtype=float)
+            # One bar: small parts are invisible next to a large bias, so the
+            # legend carries the numbers.
+            legend = f"{label} = {values[0]:.4g}" if len(parts) == 1 else label
             self.bars_[label] = self.ax_.bar(
-                x, values, bottom=bottom, label=label, **(bar_kwargs or {})
+                x, values, bottom=bottom, label=legend, **(bar_kwargs or {})
             )
             bottom = bottom + values
+        self.ax_.set_xlim(-0.5 - 0.5 / len(parts), len(parts) - 0.5 + 0.5 / len(parts))
         (self.mse_markers_,) = self.ax_.plot(
             x, [p["mse"] for p in parts], "k_", markersize=24, mew=2, label="mse"
         )
+        if len(parts) == 1:
+            self.mse_markers_.set_label(f"mse = {parts[0]['mse']:.4g}")
         self.ax_.set_xticks(x, labels)
         self.ax_.set_ylabel("squared error")
         self.ax_.set_title("Bias-variance-covariance decomposition")
