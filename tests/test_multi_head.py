@@ -282,3 +282,25 @@ def test_warm_start_continues_from_previous_heads(friedman):
     first = model.components_.copy()
     model.set_params(max_iter=0).fit(X, y)
     assert_allclose(model.components_, first, rtol=1e-12)
+
+
+@pytest.mark.parametrize("standardize", ["power", True])
+def test_float32_end_to_end_matches_float64(friedman, standardize):
+    """float32 input stays float32 (fit, attributes, predict, std); with the
+    same projections its predictions match float64 to 1e-4 relative."""
+    X, y = friedman
+    init = np.random.default_rng(0).standard_normal((2, 3, X.shape[1]))
+    kw = dict(n_heads=2, head_dim=3, init=init, max_iter=0, standardize=standardize)
+    m64 = MultiHeadNWRegressor(**kw).fit(X, y)
+    m32 = MultiHeadNWRegressor(**kw).fit(X.astype(np.float32), y.astype(np.float32))
+    pred32, std32 = m32.predict(X[:50].astype(np.float32), return_std=True)
+    assert pred32.dtype == std32.dtype == np.float32
+    assert m32.components_.dtype == m32.head_weights_.dtype == np.float32
+    assert m32.transform(X[:5].astype(np.float32)).dtype == np.float32
+    assert_allclose(pred32, m64.predict(X[:50]), rtol=1e-4)
+    assert_allclose(std32, m64.predict(X[:50], return_std=True)[1], rtol=1e-4)
+    # Trained in float32 too: the fit stays float32 and close to float64's.
+    t32 = MultiHeadNWRegressor(n_heads=2, head_dim=3, random_state=0).fit(
+        X.astype(np.float32), y.astype(np.float32)
+    )
+    assert t32.predict(X[:5].astype(np.float32)).dtype == np.float32
