@@ -44,6 +44,11 @@ from nwensemble._nw_math import (
     nw_predict,
     nw_predict_with_spread,
 )
+from nwensemble._stochastic import fit_projection_adam
+
+# solver="auto" trains with Adam on minibatches above this many rows: full
+# leave-one-out L-BFGS costs O(n^2) per evaluation.
+AUTO_ADAM_ROWS = 10_000
 
 
 class BaseNWRegressor(
@@ -65,6 +70,11 @@ class BaseNWRegressor(
         "init": [StrOptions({"auto", "pca", "identity", "random"}), "array-like"],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions({"auto", "lbfgs", "adam"})],
+        "batch_size": [
+            Interval(Integral, 2, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
         "early_stopping": [StrOptions({"auto"}), "boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
@@ -158,7 +168,9 @@ class BaseNWRegressor(
             return W.T.reshape(shape)
 
         start = time.perf_counter()
-        W, n_iter, n_fev, curve, result = fit_projection(
+        self._solver = self._choose_solver(sw)
+        fit = fit_projection_adam if self._solver == "adam" else fit_projection
+        W, n_iter, n_fev, curve, result = fit(
             self,
             W0,
             Xs,
@@ -171,9 +183,10 @@ class BaseNWRegressor(
             xp=xp,
         )
         if result is not None and result.status == 1:
+            unit = "epochs" if self._solver == "adam" else "iterations"
             warnings.warn(
                 f"{type(self).__name__} stopped after max_iter={self.max_iter} "
-                "iterations before the loss converged; increase max_iter or tol.",
+                f"{unit} before the loss converged; increase max_iter or tol.",
                 ConvergenceWarning,
             )
         if self.verbose:
@@ -199,6 +212,13 @@ class BaseNWRegressor(
         )
         residuals = to_numpy(heads - Y[None, ...]).astype(np.float64)
         return residuals, to_numpy(sw).astype(np.float64), as_components(W)
+
+    def _choose_solver(self, sw):
+        """'lbfgs' or 'adam': 'auto' takes Adam above ``AUTO_ADAM_ROWS`` rows."""
+        if self.solver != "auto":
+            return self.solver
+        n_positive = int(np.count_nonzero(to_numpy(sw) > 0))
+        return "adam" if n_positive > AUTO_ADAM_ROWS else "lbfgs"
 
     def _set_head_combination(self, residuals, sw, head_weights):
         """Set the head weights, the leave-one-out predictions and the noise

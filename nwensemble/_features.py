@@ -42,28 +42,49 @@ def fit_scaling(X, sw, *, standardize, xp):
     return center, std * max_abs
 
 
-def fit_power(Z, sw, *, rng):
-    """Yeo-Johnson exponent per column of ``Z``, by likelihood.
+def fit_power(X, sw, *, rng):
+    """Per-feature power transform: kind, normaliser and exponent.
 
-    For each candidate ``lambda`` the weighted profile log-likelihood of the
-    Yeo-Johnson model is ``-log(var(psi_lambda(z))) / 2 + (lambda - 1) *
-    mean(sign(z) log(1 + |z|))`` (Yeo and Johnson, 2000); the best candidate
-    on a grid from -2 to 4 is kept, on at most ``_POWER_FIT_ROWS`` rows.
-    Columns with fewer than three distinct values keep ``lambda = 1``.
-    Returns a float64 NumPy array.
+    Features that are positive on every training row get Box-Cox on ``x / g``
+    (``g`` their geometric mean); the others Yeo-Johnson on ``x / r`` (``r``
+    their root mean square). Both choices make the warped, standardised
+    feature independent of the feature's unit. The exponent maximises the
+    weighted profile log-likelihood ``-log(var(psi_lambda)) / 2 + (lambda - 1)
+    * mean(J)`` (``J = log v`` for Box-Cox, ``sign(v) log(1 + |v|)`` for
+    Yeo-Johnson) over a grid from -2 to 4, on at most ``_POWER_FIT_ROWS``
+    rows. Features with fewer than three distinct values keep ``lambda = 1``.
+
+    Returns float64 NumPy arrays ``(boxcox, norm, lower, lambdas)``; ``lower``
+    is where Box-Cox inputs are clipped (a tenth of the smallest training
+    value of ``v``).
     """
-    Z = to_numpy(Z).astype(np.float64)
+    X = to_numpy(X).astype(np.float64)
     w = to_numpy(sw).astype(np.float64)
-    if Z.shape[0] > _POWER_FIT_ROWS:
-        rows = rng.choice(Z.shape[0], _POWER_FIT_ROWS, replace=False, p=w / w.sum())
-        Z, w = Z[rows], np.full(_POWER_FIT_ROWS, 1.0 / _POWER_FIT_ROWS)
+    # Rows of weight zero take no part (as if removed).
+    X, w = X[w > 0], w[w > 0]
+    if X.shape[0] > _POWER_FIT_ROWS:
+        rows = rng.choice(X.shape[0], _POWER_FIT_ROWS, replace=False, p=w / w.sum())
+        X, w = X[rows], np.full(_POWER_FIT_ROWS, 1.0 / _POWER_FIT_ROWS)
     w = w / w.sum()
-    a = np.log1p(np.abs(Z))
-    jacobian = w @ (np.sign(Z) * a)  # (p,)
-    best = np.full(Z.shape[1], -np.inf)
-    lambdas = np.ones(Z.shape[1])
+    boxcox = np.all(X > 0, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_abs = np.log(np.where(X > 0, X, 1.0))
+        geo = np.exp(w @ log_abs)
+        rms = np.sqrt(w @ (X * X))
+    rms = np.where(np.isfinite(rms) & (rms > 0), rms, 1.0)
+    norm = np.where(boxcox, geo, rms)
+    norm = np.where(np.isfinite(norm) & (norm > 0), norm, 1.0)
+    V = X / norm
+    a = np.where(boxcox, np.log(np.where(V > 0, V, 1.0)), np.log1p(np.abs(V)))
+    # As in power_transform: clip where a power of the value would overflow.
+    limit = 0.5 * math.log(float(np.finfo(np.float64).max)) / 4.0
+    a = np.clip(a, -limit, limit)
+    J = np.where(boxcox, a, np.sign(V) * a)
+    jacobian = w @ J
+    best = np.full(X.shape[1], -np.inf)
+    lambdas = np.ones(X.shape[1])
     for lam in _LAMBDAS:
-        psi = _yeo_johnson_np(Z, np.full(Z.shape[1], lam), a)
+        psi = _power_np(V, np.full(X.shape[1], lam), a, boxcox)
         mean = w @ psi
         var = w @ (psi - mean) ** 2
         with np.errstate(divide="ignore"):
@@ -72,88 +93,83 @@ def fit_power(Z, sw, *, rng):
         better = ll > best + 1e-12
         best = np.where(better, ll, best)
         lambdas = np.where(better, lam, lambdas)
-    few_values = np.array([np.unique(col).shape[0] < 3 for col in Z.T])
-    return np.where(few_values, 1.0, lambdas)
+    few_values = np.array([np.unique(col).shape[0] < 3 for col in X.T])
+    lambdas = np.where(few_values, 1.0, lambdas)
+    lower = np.where(boxcox, 0.1 * np.min(np.where(V > 0, V, np.inf), axis=0), 0.0)
+    return boxcox, norm, lower, lambdas
 
 
-def _yeo_johnson_np(Z, lam, a):
-    """Yeo-Johnson transform in NumPy, ``a = log1p(|Z|)`` precomputed."""
-    pos = np.where(
-        np.abs(lam) < 1e-12, a, np.expm1(lam * a) / np.where(lam == 0, 1, lam)
-    )
+def _power_np(V, lam, a, boxcox):
+    """Box-Cox / Yeo-Johnson in NumPy with ``a`` = log(v) or log1p(|v|)."""
+    safe = np.where(lam == 0, 1.0, lam)
+    pos = np.where(np.abs(lam) < 1e-12, a, np.expm1(lam * a) / safe)
     two = 2.0 - lam
-    neg = np.where(
-        np.abs(two) < 1e-12, -a, -np.expm1(two * a) / np.where(two == 0, 1, two)
-    )
-    return np.where(Z >= 0, pos, neg)
+    safe2 = np.where(two == 0, 1.0, two)
+    neg = np.where(np.abs(two) < 1e-12, -a, -np.expm1(two * a) / safe2)
+    return np.where(boxcox | (V >= 0), pos, neg)
 
 
-def yeo_johnson(Z, lambdas, *, xp):
-    """Yeo-Johnson transform of each column of ``Z`` with its exponent.
+def power_transform(X, params, *, xp):
+    """Apply the fitted per-feature power transform to ``X`` (any namespace).
 
-    ``psi(z) = ((1 + z)^lam - 1) / lam`` for ``z >= 0`` and
-    ``-((1 - z)^(2 - lam) - 1) / (2 - lam)`` for ``z < 0`` (logs at
-    ``lam = 0`` and ``lam = 2``), written with ``expm1`` and ``log1p``. Far
-    beyond the training range ``log(1 + |z|)`` is clipped where the power
-    would overflow, so extreme queries stay finite (and still far away).
+    ``psi(v) = (v^lam - 1) / lam`` (``log v`` at 0) for Box-Cox features, with
+    ``v`` clipped below at ``lower``; Yeo-Johnson's two branches for the
+    others; written with ``expm1`` and logs. Far beyond the training range
+    the log is clipped where the power would overflow, so extreme queries
+    stay finite (and still far away).
     """
-    lam = xp.asarray(lambdas, dtype=Z.dtype, device=device(Z))
-    limit = 0.5 * math.log(float(xp.finfo(Z.dtype).max)) / 4.0
-    a = xp.minimum(
-        xp.log1p(xp.abs(Z)), xp.asarray(limit, dtype=Z.dtype, device=device(Z))
+    boxcox, norm, lower, lam = params
+    limit = 0.5 * math.log(float(xp.finfo(X.dtype).max)) / 4.0
+    V = X / norm
+    V_bc = xp.maximum(V, lower)
+    a = xp.where(
+        boxcox, xp.log(xp.where(boxcox, V_bc, xp.ones_like(V))), xp.log1p(xp.abs(V))
     )
+    a = xp.clip(a, -limit, limit)
     one = xp.ones_like(lam)
     at_zero = xp.abs(lam) < 1e-12
     pos = xp.where(at_zero, a, xp.expm1(lam * a) / xp.where(at_zero, one, lam))
     two = 2.0 - lam
     at_two = xp.abs(two) < 1e-12
     neg = xp.where(at_two, -a, -xp.expm1(two * a) / xp.where(at_two, one, two))
-    return xp.where(Z >= 0, pos, neg)
-
-
-def _decade_scale(X, *, xp):
-    """Per-feature power of ten bringing magnitudes down to at most 1e6."""
-    magnitude = to_numpy(xp.max(xp.abs(X), axis=0)).astype(np.float64)
-    with np.errstate(divide="ignore"):
-        decades = np.ceil(np.log10(np.maximum(magnitude, 1e-300) / 1e6))
-    scale = 10.0 ** np.clip(decades, 0, None)
-    return xp.asarray(scale, dtype=X.dtype, device=device(X))
+    return xp.where(boxcox | (V >= 0), pos, neg)
 
 
 class FeatureMap:
     """Fitted map from input features to the space the heads work in.
 
     ``standardize=False``: centred features. ``True``: centred and scaled to
-    unit weighted variance. ``'power'``: Yeo-Johnson warped per feature (on
-    the input's scale, divided by a power of ten where magnitudes exceed
-    1e6), then centred and scaled.
+    unit weighted variance. ``'power'``: a per-feature power transform
+    (Box-Cox for positive features, Yeo-Johnson for the others, see
+    :func:`fit_power`), then centred and scaled. Every map is independent of
+    the features' units.
     """
 
     def __init__(self, standardize):
         self.standardize = standardize
 
     def fit_transform(self, X, sw, *, rng, xp):
-        self.lambdas = None
+        self.power = None
         if self.standardize == "power":
-            # The warp acts on the input's own scale (where a log-like exponent
-            # turns frequencies or ages into their logarithm), brought down by
-            # a power of ten only where magnitudes would overflow the power.
-            self.prescale = _decade_scale(X, xp=xp)
-            V = X / self.prescale
-            self.lambdas = xp.asarray(
-                fit_power(V, sw, rng=rng), dtype=X.dtype, device=device(X)
+            dev = device(X)
+            boxcox, norm, lower, lam = fit_power(X, sw, rng=rng)
+            self.power = (
+                xp.asarray(boxcox, device=dev),
+                xp.asarray(norm, dtype=X.dtype, device=dev),
+                xp.asarray(lower, dtype=X.dtype, device=dev),
+                xp.asarray(lam, dtype=X.dtype, device=dev),
             )
-            X = yeo_johnson(V, self.lambdas, xp=xp)
+            X = power_transform(X, self.power, xp=xp)
         self.center, self.scale = fit_scaling(
             X, sw, standardize=bool(self.standardize), xp=xp
         )
         return (X - self.center) / self.scale
 
     def transform(self, X, *, xp):
-        if self.lambdas is not None:
-            X = yeo_johnson(X / self.prescale, self.lambdas, xp=xp)
+        if self.power is not None:
+            X = power_transform(X, self.power, xp=xp)
         return (X - self.center) / self.scale
 
     @property
     def is_linear(self):
-        return self.lambdas is None
+        return self.power is None

@@ -16,8 +16,12 @@ from nwensemble.diagnostics._subspaces import diversity_penalty_and_grad
 # Coarse-to-fine fitting: above this many rows, L-BFGS first runs on a random
 # subsample of this size, then refines on all rows from there.
 _COARSE_SIZE = 1024
-# Iterations of the all-rows stage after a subsample stage (None: max_iter).
+# After a subsample stage, the all-rows stage runs at most this many
+# iterations (on abalone, 3340 rows: RMSE 2.0905 with 200, 2.0922 with 50,
+# 2.0991 with 10 iterations, at 8.6, 5.3 and 1.6 s).
 _REFINE_MAX_ITER = 30
+# The subsample stage stops at this many times ``tol``.
+_COARSE_TOL_FACTOR = 10.0
 # Rows used to pick the starting bandwidth.
 _SCALE_SEARCH_SIZE = 512
 # Candidate inverse bandwidths, in units of 1 / (typical projected spread).
@@ -166,13 +170,15 @@ def subsample(Xs, Ys, sw, size, *, rng, xp):
     return xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), sw_sub / xp.sum(sw_sub)
 
 
-def _split_validation(est, Xs, Ys, sw, n_params, *, rng, xp):
+def _split_validation(est, Xs, Ys, sw, n_params, *, rng, xp, force=False):
     """Split off the early-stopping rows; return ``(train, val)`` or ``(all, None)``.
 
     Each part is ``(X, Y, sw)`` with weights renormalised to sum to one.
+    ``force`` holds rows out whatever ``early_stopping`` says (the stochastic
+    solver needs them).
     """
     positive = np.flatnonzero(to_numpy(sw) > 0)
-    use = est.early_stopping
+    use = True if force else est.early_stopping
     if use == "auto":
         n_pos = positive.shape[0]
         use = (
@@ -288,10 +294,13 @@ def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rn
         )
         if monitor is not None:
             monitor.reset_patience()
-        max_iter = est.max_iter
-        if label == "" and len(stages) > 1 and _REFINE_MAX_ITER is not None:
-            max_iter = min(max_iter, _REFINE_MAX_ITER)
-        result = run.run(W, max_iter=max_iter, tol=est.tol, n_rows=Xst.shape[0])
+        max_iter, tol = est.max_iter, est.tol
+        if len(stages) > 1:
+            if label:  # the subsample only has to bring W near the optimum
+                tol = tol * _COARSE_TOL_FACTOR
+            else:
+                max_iter = min(max_iter, _REFINE_MAX_ITER)
+        result = run.run(W, max_iter=max_iter, tol=tol, n_rows=Xst.shape[0])
         W = result.x if monitor is None else monitor.best_theta
         W = W.reshape(p, k)
         n_iter += result.nit

@@ -99,6 +99,18 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         Convergence tolerance on the relative loss decrease and on the
         projected gradient.
 
+    solver : {'auto', 'lbfgs', 'adam'}, default='auto'
+        ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per
+        evaluation, coarse-to-fine). ``'adam'``: Adam on minibatches of
+        ``batch_size`` rows that attend to each other (time linear in n per
+        epoch; ``max_iter`` counts epochs), early-stopped on held-out rows,
+        whose error against all training rows also sets a final factor on the
+        bandwidth. ``'auto'``: ``'adam'`` above 10 000 rows.
+
+    batch_size : int or 'auto', default='auto'
+        Rows per minibatch of ``solver='adam'``; ``'auto'`` is
+        ``min(1024, n_samples)``.
+
     early_stopping : 'auto' or bool, default='auto'
         Hold out ``validation_fraction`` of the rows and keep the projections
         with the lowest held-out error of the ensemble; see
@@ -245,6 +257,8 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         init="auto",
         max_iter=200,
         tol=1e-5,
+        solver="auto",
+        batch_size="auto",
         early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=10,
@@ -263,6 +277,8 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.solver = solver
+        self.batch_size = batch_size
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change

@@ -123,7 +123,9 @@ def _logit_floor(dtype, *, xp):
     return math.log(float(info.smallest_normal)) - math.log(float(info.eps))
 
 
-def loo_loss_and_grad(W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace=None):
+def loo_loss_and_grad(
+    W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace=None, loss_as_array=False
+):
     """Leave-one-out MSE of the uniform multi-head NW ensemble and its gradient.
 
     Parameters
@@ -142,10 +144,13 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace
     workspace : dict or None
         Kept by the caller across evaluations to reuse the (n, n) buffers (one
         per head: the backward pass needs every head's attention).
+    loss_as_array : bool
+        Return the loss as a 0-d array on the device instead of a Python float
+        (which would wait for the device).
 
     Returns
     -------
-    loss : float
+    loss : float or 0-d array
         ``sum_i sw_i ||y_hat_i - y_i||^2`` with ``y_hat_i`` the mean of the
         heads' leave-one-out NW estimates.
     grad : array of shape (p, n_heads * d) or None
@@ -180,7 +185,9 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace
     if n_heads > 1:
         Y_hat = Y_hat / n_heads
     R = Y_hat - Y
-    loss = float(xp.sum(sw * xp.sum(R * R, axis=1)))
+    loss = xp.sum(sw * xp.sum(R * R, axis=1))
+    if not loss_as_array:
+        loss = float(loss)
     if not return_grad:
         return loss, None
     upstream = (2.0 / n_heads) * sw[:, None] * R

@@ -50,6 +50,18 @@ class NWAttentionRegressor(BaseNWRegressor):
         gradient (scipy's ``ftol`` and ``gtol``). The loss is the leave-one-out
         MSE divided by the target variance.
 
+    solver : {'auto', 'lbfgs', 'adam'}, default='auto'
+        ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per
+        evaluation, coarse-to-fine). ``'adam'``: Adam on minibatches of
+        ``batch_size`` rows that attend to each other (time linear in n per
+        epoch; ``max_iter`` counts epochs), early-stopped on held-out rows,
+        whose error against all training rows also sets a final factor on the
+        bandwidth. ``'auto'``: ``'adam'`` above 10 000 rows.
+
+    batch_size : int or 'auto', default='auto'
+        Rows per minibatch of ``solver='adam'``; ``'auto'`` is
+        ``min(1024, n_samples)``.
+
     early_stopping : 'auto' or bool, default='auto'
         Hold out ``validation_fraction`` of the rows as queries that never serve
         as keys during training, and keep the projection with the lowest
@@ -165,6 +177,8 @@ class NWAttentionRegressor(BaseNWRegressor):
         init="auto",
         max_iter=200,
         tol=1e-5,
+        solver="auto",
+        batch_size="auto",
         early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=10,
@@ -178,6 +192,8 @@ class NWAttentionRegressor(BaseNWRegressor):
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.solver = solver
+        self.batch_size = batch_size
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
