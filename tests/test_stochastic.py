@@ -1,0 +1,82 @@
+"""The minibatch Adam solver: it learns, stops early, runs in every namespace."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.datasets import make_friedman1
+from sklearn.exceptions import ConvergenceWarning
+
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._base import AUTO_ADAM_ROWS
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_friedman1(n_samples=2500, n_features=6, noise=1.0, random_state=0)
+    return X[:2000], y[:2000], X[2000:], y[2000:]
+
+
+def _rmse(model, X, y):
+    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
+
+
+def test_adam_learns_about_as_well_as_lbfgs(data):
+    """On 2000 rows, Adam's test RMSE is within 10 % of L-BFGS's, and both
+    beat the starting projection."""
+    X, y, Xt, yt = data
+    adam = NWAttentionRegressor(solver="adam", batch_size=256, random_state=0)
+    adam.fit(X, y)
+    lbfgs = NWAttentionRegressor(solver="lbfgs", random_state=0).fit(X, y)
+    start = NWAttentionRegressor(max_iter=0, random_state=0).fit(X, y)
+    assert _rmse(adam, Xt, yt) < 1.10 * _rmse(lbfgs, Xt, yt)
+    assert _rmse(adam, Xt, yt) < 0.9 * _rmse(start, Xt, yt)
+    assert adam.n_fev_ >= adam.n_iter_ * (1800 // 256)  # steps per epoch
+    assert len(adam.loss_curve_) == adam.n_iter_
+
+
+def test_adam_stops_early_or_warns(data):
+    X, y, _, _ = data
+    model = NWAttentionRegressor(
+        solver="adam", batch_size=256, n_iter_no_change=2, random_state=0
+    ).fit(X, y)
+    assert model.n_iter_ < 200
+    with pytest.warns(ConvergenceWarning, match="epochs"):
+        NWAttentionRegressor(solver="adam", max_iter=2, random_state=0).fit(X, y)
+
+
+def test_adam_multi_head_with_diversity(data):
+    X, y, Xt, yt = data
+    model = MultiHeadNWRegressor(
+        n_heads=3, head_dim=2, solver="adam", diversity=0.1, max_iter=5
+    )
+    with pytest.warns(ConvergenceWarning):
+        model.fit(X, y)
+    assert model.components_.shape == (3, 2, 6)
+    assert np.isfinite(_rmse(model, Xt, yt))
+
+
+def test_auto_solver_switches_on_size():
+    reg = NWAttentionRegressor()
+    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS)) == "lbfgs"
+    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS + 1)) == "adam"
+    # zero-weight rows do not count
+    sw = np.r_[np.ones(AUTO_ADAM_ROWS), np.zeros(50)]
+    assert reg._choose_solver(sw) == "lbfgs"
+
+
+def test_adam_same_under_namespaces(ns):
+    """array_api_strict (on its second device too) follows NumPy to rounding."""
+    X, y = make_friedman1(n_samples=300, n_features=5, noise=0.5, random_state=1)
+    kw = dict(solver="adam", batch_size=64, max_iter=5, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        ref = NWAttentionRegressor(**kw).fit(X, y)
+    with ns.context(), pytest.warns(ConvergenceWarning):
+        model = NWAttentionRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+        pred = ns.check_output(model.predict(ns.asarray(X[:10])))
+    assert_allclose(pred, ref.predict(X[:10]), rtol=1e-8)
+
+
+def test_batch_size_is_validated():
+    X, y = make_friedman1(n_samples=60, random_state=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        NWAttentionRegressor(solver="adam", batch_size=1).fit(X, y)
