@@ -49,6 +49,8 @@ from nwensemble._stochastic import fit_projection_adam
 # solver="auto" trains with Adam on minibatches above this many rows: full
 # leave-one-out L-BFGS costs O(n^2) per evaluation.
 AUTO_ADAM_ROWS = 10_000
+# Leave-one-out statistics after fit use at most this many query rows.
+LOO_STATS_ROWS = 4096
 
 
 class BaseNWRegressor(
@@ -140,9 +142,10 @@ class BaseNWRegressor(
         Sets ``components_`` (shape from ``_components_shape``), the private
         state prediction needs, ``n_iter_``, ``n_fev_``, ``loss_curve_``, and the
         noise scale of ``predict(return_std=True)``. Returns the heads'
-        leave-one-out residuals on the training rows, shape (n_heads, n, t), the
-        sample weights and the heads' projections in standardised units (the
-        space they are learned in), all float64 NumPy, for the diagnostics.
+        leave-one-out residuals on the training rows of ``_loo_rows`` (all rows
+        when None), shape (n_heads, m, t), those rows' sample weights and the
+        heads' projections in standardised units (the space they are learned
+        in), all float64 NumPy, for the diagnostics.
         """
         previous = getattr(self, "_W_model", None) if self.warm_start else None
         xp, dev, X, Y, sw = self._validate_training_data(X, y, sample_weight)
@@ -207,11 +210,23 @@ class BaseNWRegressor(
         self.n_iter_ = n_iter
         self.n_fev_ = n_fev
         self.loss_curve_ = curve
+        # Leave-one-out statistics (noise level, head weights, correlations):
+        # every row up to LOO_STATS_ROWS, else a random subset of queries,
+        # each attending to all rows, so that their cost stays linear in n.
+        sw_np = to_numpy(sw).astype(np.float64)
+        positive = np.flatnonzero(sw_np > 0)
+        self._loo_rows = None
+        rows_np = np.arange(X.shape[0])
+        if positive.shape[0] > LOO_STATS_ROWS:
+            rows_np = np.sort(rng.choice(positive, LOO_STATS_ROWS, replace=False))
+            self._loo_rows = xp.asarray(rows_np, device=dev)
+        rows = xp.asarray(rows_np, device=dev)
         heads = loo_head_predictions(
-            self._z_fit, Y, self._log_sw, xp=xp, n_heads=n_heads
+            self._z_fit, Y, self._log_sw, rows, xp=xp, n_heads=n_heads
         )
-        residuals = to_numpy(heads - Y[None, ...]).astype(np.float64)
-        return residuals, to_numpy(sw).astype(np.float64), as_components(W)
+        Y_rows = xp.take(Y, rows, axis=0)
+        residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
+        return residuals, sw_np[rows_np], as_components(W)
 
     def _choose_solver(self, sw):
         """'lbfgs' or 'adam': 'auto' takes Adam above ``AUTO_ADAM_ROWS`` rows."""
@@ -230,17 +245,23 @@ class BaseNWRegressor(
         so ``sigma^2 = sum_i sw_i r_i^2 / sum_i sw_i (1 + sum_j v_ij^2)``.
         """
         xp, _ = get_namespace(self._y_fit)
+        dev = device(self._y_fit)
         self._head_weights = head_weights
-        R = np.tensordot(np.asarray(head_weights), residuals, axes=1)  # (n, t)
-        # The ensemble's leave-one-out predictions, for scoring without refits.
-        self._loo_prediction = self._y_fit + xp.asarray(
-            R, dtype=self._y_fit.dtype, device=device(self._y_fit)
+        rows = self._loo_rows
+        if rows is None:
+            rows = xp.arange(self._y_fit.shape[0], device=dev)
+        R = np.tensordot(np.asarray(head_weights), residuals, axes=1)  # (m, t)
+        # The ensemble's leave-one-out predictions (of the rows in _loo_rows,
+        # all when None), for scoring without refits.
+        self._loo_prediction = xp.take(self._y_fit, rows, axis=0) + xp.asarray(
+            R, dtype=self._y_fit.dtype, device=dev
         )
         spread = to_numpy(
             loo_spread(
                 self._z_fit,
                 self._y_fit,
                 self._log_sw,
+                rows,
                 xp=xp,
                 n_heads=self._n_heads,
                 head_weights=head_weights,

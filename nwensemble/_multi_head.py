@@ -10,7 +10,7 @@ from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from nwensemble._backend import device, get_namespace
+from nwensemble._backend import device, get_namespace, to_numpy
 from nwensemble._base import BaseNWRegressor
 from nwensemble.diagnostics._bvc import bvc_parts
 from nwensemble.diagnostics._subspaces import (
@@ -329,7 +329,8 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.bvc_decomposition_ = None
         if self.bvc_resamples > 0:
             rng = check_random_state(self.random_state)
-            self.bvc_decomposition_ = self._training_bvc(sw, rng=rng, xp=xp)
+            weights = to_numpy(xp.exp(self._log_sw)).astype(np.float64)
+            self.bvc_decomposition_ = self._training_bvc(weights, rng=rng, xp=xp)
         return self
 
     def _training_bvc(self, sw, *, rng, xp):

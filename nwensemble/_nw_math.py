@@ -62,11 +62,13 @@ def attention_logits(Q, Z, bias, *, xp, query_norms=False, out=None):
     )
 
 
-def attend(Q, Z, bias, R, *, xp, leave_one_out=False, workspace=None):
+def attend(Q, Z, bias, R, *, xp, leave_one_out=False, exclude=None, workspace=None):
     """Unnormalised attention ``E`` of queries on keys, and ``E @ R``.
 
     ``R``'s last column must be ones, so the last column of ``E @ R`` holds the
-    row sums. With ``leave_one_out`` (``Q is Z``), ``E[i, i] = 0``.
+    row sums. With ``leave_one_out`` (``Q is Z``), ``E[i, i] = 0``; with
+    ``exclude`` (an integer array, one key index per query), query ``r`` gives
+    key ``exclude[r]`` no weight (leave-one-out for a block of training rows).
 
     Fast path: the full scores are never positive, so ``exp`` cannot overflow
     and needs no row-maximum pass. If a row's attention underflows (a query far
@@ -77,7 +79,11 @@ def attend(Q, Z, bias, R, *, xp, leave_one_out=False, workspace=None):
     block between calls where the namespace can write into it.
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
-    kw = dict(xp=xp, leave_one_out=leave_one_out, out=out)
+    mask = None
+    if exclude is not None:
+        keys = xp.arange(Z.shape[0], device=device(Z))
+        mask = keys[None, :] == exclude[:, None]
+    kw = dict(xp=xp, leave_one_out=leave_one_out, mask=mask, out=out)
     # Squared norms of queries beyond this could overflow; their rows go
     # straight to the stable path, whose logits q . z + bias do not square q.
     info = xp.finfo(Q.dtype)
@@ -94,10 +100,12 @@ def attend(Q, Z, bias, R, *, xp, leave_one_out=False, workspace=None):
     return E, M
 
 
-def _exp_logits(Q, Z, bias, *, xp, leave_one_out, stable, out):
+def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out):
     A = attention_logits(Q, Z, bias, xp=xp, query_norms=not stable, out=out)
     if leave_one_out and stable:
         A = _set_diagonal(A, -math.inf, xp=xp)
+    if mask is not None and stable:
+        A = xp.where(mask, xp.asarray(-math.inf, dtype=A.dtype, device=device(A)), A)
     if stable:
         A -= xp.max(A, axis=1, keepdims=True)
     # Negligible weights are made exactly zero. Left as they are, exp returns
@@ -114,6 +122,8 @@ def _exp_logits(Q, Z, bias, *, xp, leave_one_out, stable, out):
     E -= math.exp(floor)
     if leave_one_out:
         E = _set_diagonal(E, 0.0, xp=xp)
+    if mask is not None:
+        E = xp.where(mask, xp.zeros_like(E), E)
     return E
 
 
@@ -330,41 +340,58 @@ def nw_head_predictions(Q, Z, Y, log_sw, *, xp, n_heads):
     )
 
 
-def loo_head_predictions(Z, Y, log_sw, *, xp, n_heads):
-    """Every head's leave-one-out estimates on the training rows (n_heads, n, t)."""
+def _iter_loo_attention(Z, Y, log_sw, rows, *, xp, n_heads, n_blocks=2):
+    """Like ``iter_head_attention`` for training rows ``rows`` as queries, each
+    leaving itself out; blocks of rows, memory O(block x n)."""
     d = Z.shape[1] // n_heads
-    heads = []
+    ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
+    Y_aug = xp.concat([Y, ones], axis=1)
+    biases = [
+        key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)
+    ]
+    m = rows.shape[0]
+    chunk = _chunk_rows(m, Z.shape[0], Z.dtype, n_blocks=n_blocks, xp=xp)
     workspace = {}
-    for h in range(n_heads):
-        Zh = Z[:, h * d : (h + 1) * d]
-        heads.append(
-            _loo_forward(Zh, Y, log_sw, xp=xp, with_grad=False, workspace=workspace)[-1]
-        )
-    return xp.stack(heads, axis=0)
+    for start in range(0, m, chunk):
+        block = rows[start : start + chunk]
+        Qb = xp.take(Z, block, axis=0)
+        for h in range(n_heads):
+            cols = slice(h * d, (h + 1) * d)
+            E, num = attend(
+                Qb[:, cols],
+                Z[:, cols],
+                biases[h],
+                Y_aug,
+                xp=xp,
+                exclude=block,
+                workspace=workspace,
+            )
+            yield slice(start, start + block.shape[0]), h, E, num
 
 
-def loo_spread(Z, Y, log_sw, *, xp, n_heads, head_weights):
-    """``sum_j v_ij^2`` of the ensemble's leave-one-out weights on training rows."""
-    n = Z.shape[0]
-    d = Z.shape[1] // n_heads
+def loo_head_predictions(Z, Y, log_sw, rows, *, xp, n_heads):
+    """Every head's leave-one-out estimates for training rows ``rows`` (an
+    integer array): an array of shape (n_heads, len(rows), t)."""
+    heads = [[] for _ in range(n_heads)]
+    for _, h, _, num in _iter_loo_attention(Z, Y, log_sw, rows, xp=xp, n_heads=n_heads):
+        heads[h].append(num[:, :-1] / num[:, -1:])
+    return xp.stack(
+        [b[0] if len(b) == 1 else xp.concat(b, axis=0) for b in heads], axis=0
+    )
+
+
+def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights):
+    """``sum_j v_ij^2`` of the ensemble's leave-one-out weights for ``rows``."""
     alpha = _head_weights_or_uniform(head_weights, n_heads)
-    ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
-    V = None
-    workspace = {}
-    for h in range(n_heads):
-        Zh = Z[:, h * d : (h + 1) * d]
-        E, num = attend(
-            Zh,
-            Zh,
-            key_bias(Zh, log_sw, xp=xp),
-            ones,
-            xp=xp,
-            leave_one_out=True,
-            workspace=workspace,
-        )
-        part = (alpha[h] / num) * E
-        V = part if V is None else V + part
-    return xp.sum(V * V, axis=1)
+    out, V = [], None
+    for _, h, E, num in _iter_loo_attention(
+        Z, Y, log_sw, rows, xp=xp, n_heads=n_heads, n_blocks=3
+    ):
+        part = (alpha[h] / num[:, -1:]) * E
+        V = part if h == 0 else V + part
+        if h == n_heads - 1:
+            out.append(xp.sum(V * V, axis=1))
+    return out[0] if len(out) == 1 else xp.concat(out, axis=0)
 
 
 def _head_weights_or_uniform(head_weights, n_heads):

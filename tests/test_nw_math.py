@@ -164,8 +164,19 @@ def test_loo_head_predictions_and_spread():
     _, Z, Y, sw, _ = _heads_problem(n_heads=2)
     log_sw = _log_weights(sw, xp=np)
     alpha = [0.3, 0.7]
-    heads = loo_head_predictions(Z, Y, log_sw, xp=np, n_heads=2)
-    spread = loo_spread(Z, Y, log_sw, xp=np, n_heads=2, head_weights=alpha)
+    rows = np.arange(Z.shape[0])
+    heads = loo_head_predictions(Z, Y, log_sw, rows, xp=np, n_heads=2)
+    spread = loo_spread(Z, Y, log_sw, rows, xp=np, n_heads=2, head_weights=alpha)
+    # A subset of rows, in blocks of a few rows, gives the same values.
+    from sklearn import config_context
+
+    with config_context(working_memory=1e-3):
+        part = loo_head_predictions(Z, Y, log_sw, rows[3:17], xp=np, n_heads=2)
+        part_spread = loo_spread(
+            Z, Y, log_sw, rows[3:17], xp=np, n_heads=2, head_weights=alpha
+        )
+    assert_allclose(part, heads[:, 3:17], rtol=1e-12)
+    assert_allclose(part_spread, spread[3:17], rtol=1e-12)
     for i in range(Z.shape[0]):
         keep = np.arange(Z.shape[0]) != i
         v = np.zeros(keep.sum())
@@ -186,7 +197,7 @@ def test_ensemble_loss_matches_mean_of_heads(n_heads):
     W = rng.standard_normal((4, 2 * n_heads))
     loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=n_heads)
     heads = loo_head_predictions(
-        X @ W, Y, _log_weights(sw, xp=np), xp=np, n_heads=n_heads
+        X @ W, Y, _log_weights(sw, xp=np), np.arange(30), xp=np, n_heads=n_heads
     )
     R = heads.mean(0) - Y
     assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
