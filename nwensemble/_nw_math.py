@@ -62,7 +62,18 @@ def attention_logits(Q, Z, bias, *, xp, query_norms=False, out=None):
     )
 
 
-def attend(Q, Z, bias, R, *, xp, leave_one_out=False, exclude=None, workspace=None):
+def attend(
+    Q,
+    Z,
+    bias,
+    R,
+    *,
+    xp,
+    leave_one_out=False,
+    exclude=None,
+    workspace=None,
+    exact_zeros=True,
+):
     """Unnormalised attention ``E`` of queries on keys, and ``E @ R``.
 
     ``R``'s last column must be ones, so the last column of ``E @ R`` holds the
@@ -77,13 +88,18 @@ def attend(Q, Z, bias, R, *, xp, leave_one_out=False, exclude=None, workspace=No
 
     ``workspace`` (a dict kept by the caller across calls) holds the (m, n)
     block between calls where the namespace can write into it.
+    ``exact_zeros=False`` leaves negligible weights at ``exp(floor)`` (about
+    1e-292 in float64) instead of zero, which saves a pass over the block;
+    prediction uses it, training does not (see ``_exp_logits``).
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
     mask = None
     if exclude is not None:
         keys = xp.arange(Z.shape[0], device=device(Z))
         mask = keys[None, :] == exclude[:, None]
-    kw = dict(xp=xp, leave_one_out=leave_one_out, mask=mask, out=out)
+    kw = dict(
+        xp=xp, leave_one_out=leave_one_out, mask=mask, out=out, exact_zeros=exact_zeros
+    )
     # Squared norms of queries beyond this could overflow; their rows go
     # straight to the stable path, whose logits q . z + bias do not square q.
     info = xp.finfo(Q.dtype)
@@ -100,7 +116,7 @@ def attend(Q, Z, bias, R, *, xp, leave_one_out=False, exclude=None, workspace=No
     return E, M
 
 
-def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out):
+def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros):
     A = attention_logits(Q, Z, bias, xp=xp, query_norms=not stable, out=out)
     if leave_one_out and stable:
         A = _set_diagonal(A, -math.inf, xp=xp)
@@ -119,7 +135,8 @@ def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out):
     floor = _logit_floor(A.dtype, xp=xp)
     A = maximum_inplace(A, floor, xp=xp)
     E = exp_inplace(A, xp=xp)
-    E -= math.exp(floor)
+    if exact_zeros:
+        E -= math.exp(floor)
     if leave_one_out:
         E = _set_diagonal(E, 0.0, xp=xp)
     if mask is not None:
@@ -276,7 +293,13 @@ def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2):
         for h in range(n_heads):
             cols = slice(h * d, (h + 1) * d)
             E, num = attend(
-                Q[rows, cols], Z[:, cols], biases[h], Y_aug, xp=xp, workspace=workspace
+                Q[rows, cols],
+                Z[:, cols],
+                biases[h],
+                Y_aug,
+                xp=xp,
+                workspace=workspace,
+                exact_zeros=False,
             )
             yield rows, h, E, num
 
