@@ -50,7 +50,7 @@ from nwensemble._stochastic import fit_projection_adam
 # leave-one-out L-BFGS costs O(n^2) per evaluation.
 AUTO_ADAM_ROWS = 10_000
 # Leave-one-out statistics after fit use at most this many query rows.
-LOO_STATS_ROWS = 4096
+LOO_STATS_ROWS = 2048
 
 
 class BaseNWRegressor(
