@@ -104,15 +104,15 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# What this run shows. On Friedman #1 the variance term falls with every
-# head added (0.40 for one head, 0.20, 0.13, 0.05 for eight) and the
-# covariance term stays small, but most of the change in error is bias: one
-# two-dimensional head cannot follow a function of five features, two heads
-# together do much better. Beyond two heads the learned heads' bias no longer
-# falls on 500 rows, so the test error rises again (3.9, 2.5, 3.0, 3.4 for
-# 1, 2, 4, 8 heads): more heads reduce variance, but that only pays where
-# variance is a real share of the error. On diabetes the noise, inside
-# ``bias2`` here, dominates every bar; the variance term drops from 257 to
-# 16 between one and four heads while the covariance term grows towards it
-# (the heads see the same noisy rows, so their errors stay correlated).
-# Choosing the number of heads is the job of cross-validation.
+# What this run shows. On Friedman #1 the variance term falls from one head
+# to four (0.56, 0.23, 0.11) and the covariance term stays small, but most of
+# the change in error is bias: one two-dimensional head cannot follow a
+# function of five features, two heads together do much better. Beyond two
+# heads the learned heads' bias no longer falls on 500 rows, so the test
+# error rises again (4.7, 2.8, 3.4, 4.1 for 1, 2, 4, 8 heads), and at eight
+# heads the variance term rises too (0.26). More heads reduce variance, but
+# that only pays where variance is a real share of the error. On diabetes the
+# noise, inside ``bias2`` here, dominates every bar; the variance term drops
+# from 508 for one head to 20 for four, while the covariance term grows
+# towards it (the heads see the same noisy rows, so their errors stay
+# correlated). Choosing the number of heads is the job of cross-validation.
