@@ -139,9 +139,9 @@ class BaseNWRegressor(
     def _fit_heads(self, X, y, sample_weight, *, n_heads, diversity):
         """Validate, standardise, learn the heads and store the fitted state.
 
-        Sets ``components_`` (shape from ``_components_shape``), the private
-        state prediction needs, ``n_iter_``, ``n_fev_``, ``loss_curve_``, and the
-        noise scale of ``predict(return_std=True)``. Returns the heads'
+        Sets ``components_`` ((head_dim, p) for the single-head estimator, else
+        (n_heads, head_dim, p)), the private state prediction needs,
+        ``n_iter_``, ``n_fev_`` and ``loss_curve_``. Returns the heads'
         leave-one-out residuals on the training rows of ``_loo_rows`` (all rows
         when None), shape (n_heads, m, t), those rows' sample weights and the
         heads' projections in standardised units (the space they are learned
@@ -193,9 +193,14 @@ class BaseNWRegressor(
                 ConvergenceWarning,
             )
         if self.verbose:
+            steps = (
+                "epochs, {} steps"
+                if self._solver == "adam"
+                else ("iterations, {} evaluations")
+            )
             print(
                 f"[{type(self).__name__}] fitted in {time.perf_counter() - start:.2f}s"
-                f", {n_iter} iterations, {n_fev} evaluations",
+                f", {n_iter} " + steps.format(n_fev),
                 flush=True,
             )
 
