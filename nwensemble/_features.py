@@ -1,5 +1,6 @@
 """The feature map the heads work in: centring, scaling and an optional
-Yeo-Johnson warp per feature (``standardize='power'``)."""
+power transform per feature (``standardize='power'``: Box-Cox or
+Yeo-Johnson)."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -10,7 +11,7 @@ import numpy as np
 
 from nwensemble._backend import device, to_numpy
 
-# Candidate Yeo-Johnson exponents; lambda = 1 is the identity.
+# Candidate exponents; lambda = 1 is a linear map.
 _LAMBDAS = np.round(np.arange(-2.0, 4.0001, 0.1), 10)
 # Features less skewed than this (in size) keep lambda = 1.
 _SKEW_TO_WARP = 0.5
