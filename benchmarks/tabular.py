@@ -27,11 +27,8 @@ Run: ``python benchmarks/tabular.py [--data ../shared/data] [--models ...]
 
 import argparse
 import glob
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
@@ -121,19 +118,9 @@ def evaluate(name, factory, X, y, folds):
 
 
 def evaluate_mlkr(python, X, y, folds):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "folds.npz")
-        arrays = {"X": X, "y": y, "n_folds": len(folds)}
-        for k, (train, test) in enumerate(folds):
-            arrays[f"train_{k}"], arrays[f"test_{k}"] = train, test
-        np.savez(path, **arrays)
-        out = subprocess.run(
-            [python, os.path.join(HERE, "_mlkr_worker.py"), path],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    res = json.loads(out.stdout)
+    from bench_single_head import run_mlkr
+
+    res = run_mlkr(python, X, y, folds)
     return {
         "rmse": np.array(res["rmse"]),
         "fit": float(np.median(res["fit_time"])),

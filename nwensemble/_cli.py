@@ -12,20 +12,15 @@ import numpy as np
 
 def _load_csv(path):
     """Numeric CSV with a header row and the target in the last column."""
+    from nwensemble.datasets._benchmark import _read_csv
+
     try:
-        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        X, y, _ = _read_csv(path)
     except ValueError as exc:
-        raise SystemExit(
-            f"error: {path} is not a numeric CSV with one header row ({exc})."
-        ) from exc
+        raise SystemExit(f"error: {exc}") from exc
     except OSError as exc:
         raise SystemExit(f"error: cannot read {path}: {exc}") from exc
-    if data.shape[1] < 2:
-        raise SystemExit(
-            f"error: {path} needs at least one feature column and the target "
-            "column (last)."
-        )
-    return data[:, :-1], data[:, -1]
+    return X, y
 
 
 def _demo(args, out):

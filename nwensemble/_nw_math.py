@@ -273,7 +273,7 @@ def _loo_backward(Z, E, M, s, Y_hat, U, Y, *, xp):
     return colsum * Z - GZ - GtZ
 
 
-def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2):
+def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2, loo_rows=None):
     """Unnormalised attention of query blocks on the training rows, head by head.
 
     Yields ``(rows, h, E, num)`` for each block of query rows and each head:
@@ -281,9 +281,12 @@ def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2):
     by the next head and block, so consume it before advancing) and
     ``num = E @ [Y, 1]`` (m, t + 1), whose last column holds the row sums.
 
+    With ``loo_rows`` (an integer array) the queries are those training rows
+    of ``Z`` (``Q`` is ignored), each leaving itself out.
+
     Blocks are sized so that ``n_blocks`` arrays of (block, n) fit in
-    scikit-learn's ``working_memory``: memory stays O(block x n) whatever
-    ``len(Q)``.
+    scikit-learn's ``working_memory``: memory stays O(block x n) whatever the
+    number of queries.
     """
     d = Z.shape[1] // n_heads
     ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
@@ -291,19 +294,25 @@ def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2):
     biases = [
         key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)
     ]
-    m = Q.shape[0]
-    chunk = _chunk_rows(m, Z.shape[0], Q.dtype, n_blocks=n_blocks, xp=xp)
+    m = Q.shape[0] if loo_rows is None else loo_rows.shape[0]
+    chunk = _chunk_rows(m, Z.shape[0], Z.dtype, n_blocks=n_blocks, xp=xp)
     workspace = {}
     for start in range(0, m, chunk):
         rows = slice(start, min(start + chunk, m))
+        if loo_rows is None:
+            Qb, exclude = Q[rows, :], None
+        else:
+            exclude = loo_rows[rows]
+            Qb = xp.take(Z, exclude, axis=0)
         for h in range(n_heads):
             cols = slice(h * d, (h + 1) * d)
             E, num = attend(
-                Q[rows, cols],
+                Qb[:, cols],
                 Z[:, cols],
                 biases[h],
                 Y_aug,
                 xp=xp,
+                exclude=exclude,
                 workspace=workspace,
                 exact_zeros=False,
             )
@@ -337,11 +346,21 @@ def nw_predict_with_spread(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None)
     prediction under noise of variance ``sigma^2`` on the training targets.
     Returns ``(Y_hat (m, t), spread (m,))``.
     """
+    Y_hat, sq = _predict_and_squared_spread(
+        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, head_weights=head_weights
+    )
+    return Y_hat, xp.sqrt(sq)
+
+
+def _predict_and_squared_spread(
+    Q, Z, Y, log_sw, *, xp, n_heads, head_weights, loo_rows=None
+):
+    """Ensemble estimates and ``sum_i v_i^2``, in one pass over the blocks."""
     alpha = _head_weights_or_uniform(head_weights, n_heads)
-    preds, spreads = [], []
+    preds, sq = [], []
     V = None
-    for rows, h, E, num in iter_head_attention(
-        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, n_blocks=3
+    for _, h, E, num in iter_head_attention(
+        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, n_blocks=3, loo_rows=loo_rows
     ):
         s = num[:, -1:]
         est = alpha[h] * (num[:, :-1] / s)
@@ -353,74 +372,47 @@ def nw_predict_with_spread(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None)
             preds[-1] = preds[-1] + est
             V = V + part
         if h == n_heads - 1:
-            spreads.append(xp.sqrt(xp.sum(V * V, axis=1)))
+            sq.append(xp.sum(V * V, axis=1))
     if len(preds) == 1:
-        return preds[0], spreads[0]
-    return xp.concat(preds, axis=0), xp.concat(spreads, axis=0)
+        return preds[0], sq[0]
+    return xp.concat(preds, axis=0), xp.concat(sq, axis=0)
 
 
-def nw_head_predictions(Q, Z, Y, log_sw, *, xp, n_heads):
-    """Every head's NW estimates, stacked: an array of shape (n_heads, m, t)."""
+def nw_head_predictions(Q, Z, Y, log_sw, *, xp, n_heads, loo_rows=None):
+    """Every head's NW estimates, stacked: an array of shape (n_heads, m, t).
+
+    With ``loo_rows``, the leave-one-out estimates of those training rows.
+    """
     heads = [[] for _ in range(n_heads)]
-    for _, h, _, num in iter_head_attention(Q, Z, Y, log_sw, xp=xp, n_heads=n_heads):
+    for _, h, _, num in iter_head_attention(
+        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, loo_rows=loo_rows
+    ):
         heads[h].append(num[:, :-1] / num[:, -1:])
     return xp.stack(
         [b[0] if len(b) == 1 else xp.concat(b, axis=0) for b in heads], axis=0
     )
-
-
-def _iter_loo_attention(Z, Y, log_sw, rows, *, xp, n_heads, n_blocks=2):
-    """Like ``iter_head_attention`` for training rows ``rows`` as queries, each
-    leaving itself out; blocks of rows, memory O(block x n)."""
-    d = Z.shape[1] // n_heads
-    ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
-    Y_aug = xp.concat([Y, ones], axis=1)
-    biases = [
-        key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)
-    ]
-    m = rows.shape[0]
-    chunk = _chunk_rows(m, Z.shape[0], Z.dtype, n_blocks=n_blocks, xp=xp)
-    workspace = {}
-    for start in range(0, m, chunk):
-        block = rows[start : start + chunk]
-        Qb = xp.take(Z, block, axis=0)
-        for h in range(n_heads):
-            cols = slice(h * d, (h + 1) * d)
-            E, num = attend(
-                Qb[:, cols],
-                Z[:, cols],
-                biases[h],
-                Y_aug,
-                xp=xp,
-                exclude=block,
-                workspace=workspace,
-            )
-            yield slice(start, start + block.shape[0]), h, E, num
 
 
 def loo_head_predictions(Z, Y, log_sw, rows, *, xp, n_heads):
     """Every head's leave-one-out estimates for training rows ``rows`` (an
     integer array): an array of shape (n_heads, len(rows), t)."""
-    heads = [[] for _ in range(n_heads)]
-    for _, h, _, num in _iter_loo_attention(Z, Y, log_sw, rows, xp=xp, n_heads=n_heads):
-        heads[h].append(num[:, :-1] / num[:, -1:])
-    return xp.stack(
-        [b[0] if len(b) == 1 else xp.concat(b, axis=0) for b in heads], axis=0
+    return nw_head_predictions(
+        None, Z, Y, log_sw, xp=xp, n_heads=n_heads, loo_rows=rows
     )
 
 
 def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights):
     """``sum_j v_ij^2`` of the ensemble's leave-one-out weights for ``rows``."""
-    alpha = _head_weights_or_uniform(head_weights, n_heads)
-    out, V = [], None
-    for _, h, E, num in _iter_loo_attention(
-        Z, Y, log_sw, rows, xp=xp, n_heads=n_heads, n_blocks=3
-    ):
-        part = (alpha[h] / num[:, -1:]) * E
-        V = part if h == 0 else V + part
-        if h == n_heads - 1:
-            out.append(xp.sum(V * V, axis=1))
-    return out[0] if len(out) == 1 else xp.concat(out, axis=0)
+    return _predict_and_squared_spread(
+        None,
+        Z,
+        Y,
+        log_sw,
+        xp=xp,
+        n_heads=n_heads,
+        head_weights=head_weights,
+        loo_rows=rows,
+    )[1]
 
 
 def _head_weights_or_uniform(head_weights, n_heads):
