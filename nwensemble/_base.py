@@ -31,6 +31,7 @@ from nwensemble._backend import (
     to_numpy,
 )
 from nwensemble._features import FeatureMap
+from nwensemble._kernels import KERNEL_DEGREES
 from nwensemble._fitting import (
     fit_projection,
     initial_projection,
@@ -69,6 +70,7 @@ class BaseNWRegressor(
 
     _parameter_constraints: dict = {
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "kernel": [StrOptions(set(KERNEL_DEGREES))],
         "init": [StrOptions({"auto", "pca", "identity", "random"}), "array-like"],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
@@ -208,6 +210,7 @@ class BaseNWRegressor(
         scale = xp.asarray(scale_np, dtype=X.dtype, device=dev)
         self.components_ = xp.reshape((W_x / scale[:, None]).T, shape)
         self._features = features
+        self._kernel = self.kernel
         self._W_model = W_x
         self._z_fit = Xs @ W_x
         self._y_fit = Y
@@ -226,8 +229,19 @@ class BaseNWRegressor(
             rows_np = np.sort(rng.choice(positive, LOO_STATS_ROWS, replace=False))
             self._loo_rows = xp.asarray(rows_np, device=dev)
         rows = xp.asarray(rows_np, device=dev)
-        heads = loo_head_predictions(
-            self._z_fit, Y, self._log_sw, rows, xp=xp, n_heads=n_heads
+        heads, fallback = loo_head_predictions(
+            self._z_fit,
+            Y,
+            self._log_sw,
+            rows,
+            xp=xp,
+            n_heads=n_heads,
+            kernel=self._kernel,
+            fallback=True,
+        )
+        counts = to_numpy(xp.sum(xp.astype(fallback, xp.int64), axis=1))
+        self.n_support_fallback_ = (
+            int(counts[0]) if self._single_head else counts.astype(np.int64)
         )
         Y_rows = xp.take(Y, rows, axis=0)
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
@@ -270,6 +284,7 @@ class BaseNWRegressor(
                 xp=xp,
                 n_heads=self._n_heads,
                 head_weights=head_weights,
+                kernel=self._kernel,
             )
         ).astype(np.float64)
         sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
@@ -344,6 +359,7 @@ class BaseNWRegressor(
             xp=xp,
             n_heads=self._n_heads,
             head_weights=self._head_weights,
+            kernel=self._kernel,
         )
         Y_std = spread[:, None] * self._noise_std[None, :]
         if self._y_ndim == 1:
@@ -394,8 +410,14 @@ class BaseNWRegressor(
         alpha = self._head_weights
         Q = self._project(X, xp=xp)
         blocks, acc = [], None
-        for _, h, E, num in iter_head_attention(
-            Q, self._z_fit, self._y_fit, self._log_sw, xp=xp, n_heads=H
+        for _, h, E, num, _ in iter_head_attention(
+            Q,
+            self._z_fit,
+            self._y_fit,
+            self._log_sw,
+            xp=xp,
+            n_heads=H,
+            kernel=self._kernel,
         ):
             if head is not None and h != head:
                 continue
@@ -424,6 +446,7 @@ class BaseNWRegressor(
             xp=xp,
             n_heads=self._n_heads,
             head_weights=self._head_weights,
+            kernel=self._kernel,
         )
 
 

@@ -96,7 +96,7 @@ def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp)
         cov = (Xs_np * sw_np[:, None]).T @ Xs_np
         _, vecs = np.linalg.eigh(cov)
         W = np.tile(vecs[:, ::-1], n_blocks)[:, :k]
-    return _search_scales(W, n_heads, Xs, Ys, sw, rng=rng, xp=xp)
+    return _search_scales(W, n_heads, Xs, Ys, sw, kernel=est.kernel, rng=rng, xp=xp)
 
 
 def _init_array(est, init, n_heads, p):
@@ -124,7 +124,7 @@ def _random_orthogonal(p, rng):
     return Q * np.sign(np.diag(R))
 
 
-def _search_scales(W, n_heads, Xs, Ys, sw, *, rng, xp):
+def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, rng, xp):
     """Scale each head's directions to its lowest leave-one-out loss.
 
     Scales are tried on a grid relative to the typical spread of the head's
@@ -140,16 +140,25 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, rng, xp):
         Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
         spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
         base = 1.0 / math.sqrt(spread) if spread > 0 else 1.0
-        W[:, cols] *= base * _best_scale(Wx * base, Xs, Ys, sw, _SCALE_GRID, xp=xp)
+        W[:, cols] *= base * _best_scale(
+            Wx * base, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp
+        )
     return W
 
 
-def _best_scale(W, Xs, Ys, sw, grid, *, xp):
+def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp):
     """The factor of ``grid`` that gives ``W`` the lowest leave-one-out loss."""
     workspace = {}
     losses = [
         loo_loss_and_grad(
-            W * float(g), Xs, Ys, sw, xp=xp, return_grad=False, workspace=workspace
+            W * float(g),
+            Xs,
+            Ys,
+            sw,
+            xp=xp,
+            return_grad=False,
+            workspace=workspace,
+            kernel=kernel,
         )[0]
         for g in grid
     ]
@@ -208,7 +217,9 @@ def _split_validation(est, Xs, Ys, sw, n_params, *, rng, xp, force=False):
     return parts[0], parts[1]
 
 
-def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None):
+def objective(
+    W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="softmax"
+):
     """Training objective at ``W`` (a (p, n_heads * d) float64 NumPy array).
 
     The ensemble's leave-one-out loss (computed in the namespace and dtype of
@@ -218,7 +229,7 @@ def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None):
     """
     Wx = xp.asarray(W, dtype=X.dtype, device=device(X))
     loss, grad = loo_loss_and_grad(
-        Wx, X, Y, sw, xp=xp, n_heads=n_heads, workspace=workspace
+        Wx, X, Y, sw, xp=xp, n_heads=n_heads, workspace=workspace, kernel=kernel
     )
     grad = to_numpy(grad).astype(np.float64)
     if diversity > 0 and n_heads > 1:
@@ -255,7 +266,12 @@ def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rn
     if val is not None:
         monitor = EarlyStopping(
             lambda theta: heldout_loss(
-                as_W(theta, Xs), *val, *train, xp=xp, n_heads=n_heads
+                as_W(theta, Xs),
+                *val,
+                *train,
+                xp=xp,
+                n_heads=n_heads,
+                kernel=est.kernel,
             ),
             patience=est.n_iter_no_change,
             tol=est.tol,
@@ -281,6 +297,7 @@ def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rn
                 diversity=diversity,
                 xp=xp,
                 workspace=workspace,
+                kernel=est.kernel,
             )
 
         run = LBFGSRun(

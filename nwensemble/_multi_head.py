@@ -250,6 +250,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         n_heads=4,
         *,
         head_dim=None,
+        kernel="softmax",
         diversity=0.0,
         head_weights="uniform",
         bvc_resamples=10,
@@ -270,6 +271,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     ):
         self.n_heads = n_heads
         self.head_dim = head_dim
+        self.kernel = kernel
         self.diversity = diversity
         self.head_weights = head_weights
         self.bvc_resamples = bvc_resamples
@@ -353,6 +355,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             n_resamples=self.bvc_resamples,
             rng=rng,
             n_jobs=self.n_jobs,
+            kernel=self._kernel,
             xp=xp,
         )
 

@@ -25,6 +25,11 @@ from nwensemble._backend import (
     maximum_inplace,
     workspace_buffer,
 )
+from nwensemble._kernels import (
+    compact_derivative_inplace,
+    compact_weights_inplace,
+    kernel_degree,
+)
 
 
 def _set_diagonal(A, value, *, xp):
@@ -156,8 +161,145 @@ def _logit_floor(dtype, *, xp):
     return math.log(float(info.smallest_normal)) - math.log(float(info.eps))
 
 
+def head_keys(Z, log_sw, *, xp, degree=None):
+    """What ``attend_head`` needs of one head's keys ``Z`` (n, d).
+
+    Softmax folds the log weights into a per-key logit offset; a compact
+    kernel multiplies its weights by ``w_j / max w`` instead (None when all
+    weights are equal, which saves a pass over every block).
+    """
+    if degree is None:
+        return key_bias(Z, log_sw, xp=xp), None
+    bias = -0.5 * xp.sum(Z * Z, axis=1)
+    weight = xp.exp(log_sw - xp.max(log_sw))
+    return bias, (None if bool(xp.all(weight == 1.0)) else weight)
+
+
+def attend_head(Q, Z, keys, R, *, xp, degree=None, **kw):
+    """``attend`` (softmax) or ``attend_compact``: returns ``(E, E @ R, fallback)``
+    with ``fallback`` None for softmax."""
+    bias, weight = keys
+    if degree is None:
+        return (*attend(Q, Z, bias, R, xp=xp, **kw), None)
+    kw.pop("exact_zeros", None)
+    return attend_compact(Q, Z, bias, weight, R, degree=degree, xp=xp, **kw)
+
+
+def attend_compact(
+    Q,
+    Z,
+    bias,
+    weight,
+    R,
+    *,
+    degree,
+    xp,
+    leave_one_out=False,
+    exclude=None,
+    workspace=None,
+):
+    """Compact-kernel attention ``E = w_j (1 - ||q_i - z_j||^2 / (2k))_+^k`` and
+    ``E @ R``, with the nearest-neighbour fallback.
+
+    ``bias`` is ``-||z_j||^2 / 2``; ``weight`` the key weights (None: all one).
+    ``R``'s last column must be ones. A query whose support holds no key with
+    positive weight (its row of ``E`` sums to less than ``_EMPTY_ROW_SUM``, or
+    its squared norm could overflow) gets all its weight on its nearest such
+    key instead, so its estimate is that key's target: never NaN, never a
+    division by zero. Returns ``(E, M, fallback)`` with ``fallback`` a boolean
+    (m,) array, or None when no row fell back.
+    """
+    out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
+    info = xp.finfo(Q.dtype)
+    safe = math.sqrt(float(info.max)) / (4.0 * math.sqrt(Q.shape[1]))
+    huge = xp.max(xp.abs(Q), axis=1) > safe
+    any_huge = bool(xp.any(huge))
+    # Such queries lie far outside every support; score them as the origin
+    # (so nothing overflows) and let the fallback overwrite their rows.
+    Qs = xp.where(huge[:, None], xp.zeros_like(Q), Q) if any_huge else Q
+    A = attention_logits(Qs, Z, bias, xp=xp, query_norms=True, out=out)
+    E = compact_weights_inplace(A, degree, weight, xp=xp)
+    if leave_one_out:
+        E = _set_diagonal(E, 0.0, xp=xp)
+    mask = None
+    if exclude is not None:
+        keys = xp.arange(Z.shape[0], device=device(Z))
+        mask = keys[None, :] == exclude[:, None]
+        E = xp.where(mask, xp.zeros_like(E), E)
+    M = E @ R
+    empty = M[:, -1] < _EMPTY_ROW_SUM[E.dtype == xp.float32]
+    if any_huge:
+        empty = empty | huge
+    if not bool(xp.any(empty)):
+        return E, M, None
+    self_index = None
+    if leave_one_out:
+        self_index = xp.arange(Q.shape[0], device=device(Q))
+    elif exclude is not None:
+        self_index = exclude
+    E, M = _nearest_key_fallback(
+        Q, Z, bias, weight, R, E, M, empty, self_index=self_index, xp=xp
+    )
+    return E, M, empty
+
+
+# Row sums of compact weights below these (float64, float32) count as an
+# empty support: ratios of subnormal sums lose their precision.
+_EMPTY_ROW_SUM = (2.0**-960, 2.0**-100)
+
+
+def _nearest_key_fallback(Q, Z, bias, weight, R, E, M, empty, *, self_index, xp):
+    """Put all the weight of the ``empty`` rows on their nearest positive-weight
+    key (not the query's own row, ``self_index``), in ``E`` and ``M = E @ R``."""
+    dev = device(Q)
+    (rows,) = xp.nonzero(empty)
+    nearest = nearest_keys(
+        xp.take(Q, rows, axis=0),
+        Z,
+        bias,
+        weight,
+        xp=xp,
+        self_index=None if self_index is None else xp.take(self_index, rows, axis=0),
+    )
+    # Spread the few rows' choices over all rows (-1 elsewhere) without
+    # integer-array assignment, which the array API does not have.
+    rank = xp.cumulative_sum(xp.astype(empty, xp.int64)) - 1
+    rank = xp.clip(rank, 0, None)
+    chosen = xp.where(empty, xp.take(nearest, rank, axis=0), xp.full_like(rank, -1))
+    keys = xp.arange(Z.shape[0], device=dev)
+    onehot = xp.astype(keys[None, :] == chosen[:, None], E.dtype)
+    E = xp.where(empty[:, None], onehot, E)
+    safe = xp.where(empty, chosen, xp.zeros_like(chosen))
+    M = xp.where(empty[:, None], xp.take(R, safe, axis=0), M)
+    return E, M
+
+
+def nearest_keys(Q, Z, bias, weight, *, xp, self_index=None):
+    """Index of the nearest key of positive weight for each query (not the
+    query's own key ``self_index``), from logits ``q . z - ||z||^2 / 2``
+    (which do not square ``q``, so they stay finite far from the data)."""
+    A = attention_logits(Q, Z, bias, xp=xp)
+    minus_inf = xp.asarray(-math.inf, dtype=A.dtype, device=device(A))
+    if weight is not None:
+        A = xp.where((weight > 0)[None, :], A, minus_inf)
+    if self_index is not None:
+        keys = xp.arange(Z.shape[0], device=device(Z))
+        A = xp.where(keys[None, :] == self_index[:, None], minus_inf, A)
+    return xp.argmax(A, axis=1)
+
+
 def loo_loss_and_grad(
-    W, X, Y, sw, *, xp, n_heads=1, return_grad=True, workspace=None, loss_as_array=False
+    W,
+    X,
+    Y,
+    sw,
+    *,
+    xp,
+    n_heads=1,
+    return_grad=True,
+    workspace=None,
+    loss_as_array=False,
+    kernel="softmax",
 ):
     """Leave-one-out MSE of the uniform multi-head NW ensemble and its gradient.
 
@@ -180,6 +322,8 @@ def loo_loss_and_grad(
     loss_as_array : bool
         Return the loss as a 0-d array on the device instead of a Python float
         (which would wait for the device).
+    kernel : str
+        ``'softmax'`` or a compact kernel (see ``_kernels``).
 
     Returns
     -------
@@ -203,7 +347,14 @@ def loo_loss_and_grad(
     so ``G Z``, ``G^T Z`` and ``colsum G`` come from one product with ``E`` and one
     with ``E^T``. Cost per head: three (n, n) matrix products of inner size
     about ``(t + 1)(d + 1)``, one exp, one (n, n) array.
+
+    A compact kernel has the same ``G`` with ``E`` replaced by its derivative
+    ``E' = dE / ds`` (``w_j (1 + s / k)_+^(k-1)``, computed in place of ``E``
+    after the forward values), and rows of ``G`` no longer sum to zero, so
+    ``L = diag(rowsum G + colsum G) - G - G^T``. Rows that fell back to their
+    nearest neighbour are piecewise constant in ``W``: no gradient.
     """
+    degree = kernel_degree(kernel)
     d = W.shape[1] // n_heads
     Z = X @ W
     log_sw = _log_weights(sw, xp=xp)
@@ -212,7 +363,9 @@ def loo_loss_and_grad(
     for h in range(n_heads):
         Zh = Z[:, h * d : (h + 1) * d]
         ws = None if workspace is None else workspace.setdefault(h, {})
-        head = _loo_forward(Zh, Y, log_sw, xp=xp, with_grad=return_grad, workspace=ws)
+        head = _loo_forward(
+            Zh, Y, log_sw, xp=xp, with_grad=return_grad, workspace=ws, degree=degree
+        )
         heads.append(head)
         Y_hat = head[-1] if Y_hat is None else Y_hat + head[-1]
     if n_heads > 1:
@@ -224,29 +377,38 @@ def loo_loss_and_grad(
     if not return_grad:
         return loss, None
     upstream = (2.0 / n_heads) * sw[:, None] * R
-    LZ = [_loo_backward(*head, upstream, Y, xp=xp) for head in heads]
+    if degree is None:
+        LZ = [_loo_backward(*head, upstream, Y, xp=xp) for head in heads]
+    else:
+        LZ = [_loo_backward_compact(*head, upstream, Y, xp=xp) for head in heads]
     del heads
     LZ = LZ[0] if n_heads == 1 else xp.concat(LZ, axis=1)
     return loss, -(X.T @ LZ)
 
 
-def _loo_forward(Z, Y, log_sw, *, xp, with_grad, workspace):
+def _loo_forward(Z, Y, log_sw, *, xp, with_grad, workspace, degree=None):
     """Leave-one-out attention of one head.
 
-    Returns ``(Z, E, M, s, Y_hat)`` with ``M = E @ [Y_k * Z ..., Z, Y, 1]`` (what
-    the backward pass needs) when ``with_grad``; else only ``Y_hat`` is set.
+    Softmax: returns ``(Z, E, M, s, Y_hat)`` with ``M = E @ [Y_k * Z ..., Z, Y,
+    1]`` (what the backward pass needs) when ``with_grad``; else only ``Y_hat``
+    is set. Compact kernels return ``(Z, E, s, keys, degree, fallback, Y_hat)``
+    (their backward pass multiplies ``E'``, not ``E``).
     """
     n, t = Y.shape
     d = Z.shape[1]
-    bias = key_bias(Z, log_sw, xp=xp)
+    keys = head_keys(Z, log_sw, xp=xp, degree=degree)
     ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
-    if not with_grad:
-        kw = dict(xp=xp, leave_one_out=True, workspace=workspace)
-        _, num = attend(Z, Z, bias, xp.concat([Y, ones], axis=1), **kw)
-        return None, None, None, None, num[:, :t] / num[:, t:]
+    if not with_grad or degree is not None:
+        kw = dict(xp=xp, leave_one_out=True, workspace=workspace, degree=degree)
+        E, num, fallback = attend_head(Z, Z, keys, xp.concat([Y, ones], axis=1), **kw)
+        s = num[:, t:]
+        Y_hat = num[:, :t] / s
+        if degree is None or not with_grad:
+            return None, None, None, None, Y_hat
+        return Z, E, s, keys, degree, fallback, Y_hat
     # One pass over E for the forward values and everything G @ Z needs.
     YZ = xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
-    E, M = attend(Z, Z, bias, YZ, xp=xp, leave_one_out=True, workspace=workspace)
+    E, M = attend(Z, Z, keys[0], YZ, xp=xp, leave_one_out=True, workspace=workspace)
     s = M[:, -1:]
     return Z, E, M, s, M[:, t * d + d : t * d + d + t] / s
 
@@ -273,13 +435,53 @@ def _loo_backward(Z, E, M, s, Y_hat, U, Y, *, xp):
     return colsum * Z - GZ - GtZ
 
 
-def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2, loo_rows=None):
+def _loo_backward_compact(Z, E, s, keys, degree, fallback, Y_hat, U, Y, *, xp):
+    """``L @ Z`` of one compact-kernel head for upstream ``U``; overwrites ``E``."""
+    n, t = Y.shape
+    d = Z.shape[1]
+    if fallback is not None:
+        U = xp.where(fallback[:, None], xp.zeros_like(U), U)
+    aR = U / s
+    b = xp.sum(U * Y_hat, axis=1, keepdims=True) / s
+    Ep = compact_derivative_inplace(E, degree, keys[1], xp=xp)
+    ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
+    YZ = xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
+    M = Ep @ YZ
+    GZ = -b * M[:, t * d : t * d + d]
+    rowsum = -b * M[:, -1:]
+    for k in range(t):
+        GZ += aR[:, k : k + 1] * M[:, k * d : (k + 1) * d]
+        rowsum += aR[:, k : k + 1] * M[:, t * d + d + k : t * d + d + k + 1]
+    V = xp.concat([aR[:, k : k + 1] * Z for k in range(t)] + [b * Z, aR, b], axis=1)
+    N = (V.T @ Ep).T
+    GtZ = -N[:, t * d : t * d + d]
+    colsum = -N[:, -1:]
+    for k in range(t):
+        GtZ += Y[:, k : k + 1] * N[:, k * d : (k + 1) * d]
+        colsum += Y[:, k : k + 1] * N[:, t * d + d + k : t * d + d + k + 1]
+    return (rowsum + colsum) * Z - GZ - GtZ
+
+
+def iter_head_attention(
+    Q,
+    Z,
+    Y,
+    log_sw,
+    *,
+    xp,
+    n_heads=1,
+    n_blocks=2,
+    loo_rows=None,
+    kernel="softmax",
+):
     """Unnormalised attention of query blocks on the training rows, head by head.
 
-    Yields ``(rows, h, E, num)`` for each block of query rows and each head:
-    ``E`` (m, n) is head ``h``'s unnormalised attention (its buffer is reused
-    by the next head and block, so consume it before advancing) and
-    ``num = E @ [Y, 1]`` (m, t + 1), whose last column holds the row sums.
+    Yields ``(rows, h, E, num, fallback)`` for each block of query rows and
+    each head: ``E`` (m, n) is head ``h``'s unnormalised attention (its buffer
+    is reused by the next head and block, so consume it before advancing),
+    ``num = E @ [Y, 1]`` (m, t + 1), whose last column holds the row sums, and
+    ``fallback`` the boolean (m,) mask of queries whose compact support was
+    empty (they attend to their nearest row only), or None when there were none.
 
     With ``loo_rows`` (an integer array) the queries are those training rows
     of ``Z`` (``Q`` is ignored), each leaving itself out.
@@ -288,11 +490,13 @@ def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2, loo_rows=
     scikit-learn's ``working_memory``: memory stays O(block x n) whatever the
     number of queries.
     """
+    degree = kernel_degree(kernel)
     d = Z.shape[1] // n_heads
     ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
     Y_aug = xp.concat([Y, ones], axis=1)
-    biases = [
-        key_bias(Z[:, h * d : (h + 1) * d], log_sw, xp=xp) for h in range(n_heads)
+    keys = [
+        head_keys(Z[:, h * d : (h + 1) * d], log_sw, xp=xp, degree=degree)
+        for h in range(n_heads)
     ]
     m = Q.shape[0] if loo_rows is None else loo_rows.shape[0]
     chunk = _chunk_rows(m, Z.shape[0], Z.dtype, n_blocks=n_blocks, xp=xp)
@@ -306,20 +510,21 @@ def iter_head_attention(Q, Z, Y, log_sw, *, xp, n_heads=1, n_blocks=2, loo_rows=
             Qb = xp.take(Z, exclude, axis=0)
         for h in range(n_heads):
             cols = slice(h * d, (h + 1) * d)
-            E, num = attend(
+            E, num, fallback = attend_head(
                 Qb[:, cols],
                 Z[:, cols],
-                biases[h],
+                keys[h],
                 Y_aug,
                 xp=xp,
+                degree=degree,
                 exclude=exclude,
                 workspace=workspace,
                 exact_zeros=False,
             )
-            yield rows, h, E, num
+            yield rows, h, E, num, fallback
 
 
-def nw_predict(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None):
+def nw_predict(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None, kernel="softmax"):
     """NW estimates of the head ensemble for projected queries ``Q``.
 
     ``head_weights`` (a sequence of ``n_heads`` floats; uniform when None)
@@ -327,7 +532,9 @@ def nw_predict(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None):
     """
     alpha = _head_weights_or_uniform(head_weights, n_heads)
     blocks = []
-    for rows, h, _, num in iter_head_attention(Q, Z, Y, log_sw, xp=xp, n_heads=n_heads):
+    for rows, h, _, num, _ in iter_head_attention(
+        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, kernel=kernel
+    ):
         est = num[:, :-1] / num[:, -1:]
         if n_heads > 1:
             est = alpha[h] * est
@@ -338,7 +545,9 @@ def nw_predict(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None):
     return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
 
 
-def nw_predict_with_spread(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None):
+def nw_predict_with_spread(
+    Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None, kernel="softmax"
+):
     """Ensemble estimates and ``sqrt(sum_i v_i(x)^2)`` of the combined weights.
 
     ``v(x) = sum_h alpha_h w_h(x)`` is the ensemble's weight on each training
@@ -347,20 +556,35 @@ def nw_predict_with_spread(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None)
     Returns ``(Y_hat (m, t), spread (m,))``.
     """
     Y_hat, sq = _predict_and_squared_spread(
-        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, head_weights=head_weights
+        Q,
+        Z,
+        Y,
+        log_sw,
+        xp=xp,
+        n_heads=n_heads,
+        head_weights=head_weights,
+        kernel=kernel,
     )
     return Y_hat, xp.sqrt(sq)
 
 
 def _predict_and_squared_spread(
-    Q, Z, Y, log_sw, *, xp, n_heads, head_weights, loo_rows=None
+    Q, Z, Y, log_sw, *, xp, n_heads, head_weights, loo_rows=None, kernel="softmax"
 ):
     """Ensemble estimates and ``sum_i v_i^2``, in one pass over the blocks."""
     alpha = _head_weights_or_uniform(head_weights, n_heads)
     preds, sq = [], []
     V = None
-    for _, h, E, num in iter_head_attention(
-        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, n_blocks=3, loo_rows=loo_rows
+    for _, h, E, num, _ in iter_head_attention(
+        Q,
+        Z,
+        Y,
+        log_sw,
+        xp=xp,
+        n_heads=n_heads,
+        n_blocks=3,
+        loo_rows=loo_rows,
+        kernel=kernel,
     ):
         s = num[:, -1:]
         est = alpha[h] * (num[:, :-1] / s)
@@ -378,30 +602,55 @@ def _predict_and_squared_spread(
     return xp.concat(preds, axis=0), xp.concat(sq, axis=0)
 
 
-def nw_head_predictions(Q, Z, Y, log_sw, *, xp, n_heads, loo_rows=None):
+def nw_head_predictions(
+    Q, Z, Y, log_sw, *, xp, n_heads, loo_rows=None, kernel="softmax", fallback=False
+):
     """Every head's NW estimates, stacked: an array of shape (n_heads, m, t).
 
     With ``loo_rows``, the leave-one-out estimates of those training rows.
+    With ``fallback``, also return the boolean (n_heads, m) array of queries
+    whose compact support was empty (see ``attend_compact``).
     """
     heads = [[] for _ in range(n_heads)]
-    for _, h, _, num in iter_head_attention(
-        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, loo_rows=loo_rows
+    empty = [[] for _ in range(n_heads)]
+    for _, h, _, num, fell in iter_head_attention(
+        Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, loo_rows=loo_rows, kernel=kernel
     ):
         heads[h].append(num[:, :-1] / num[:, -1:])
-    return xp.stack(
-        [b[0] if len(b) == 1 else xp.concat(b, axis=0) for b in heads], axis=0
-    )
+        if fallback:
+            if fell is None:
+                fell = xp.zeros(num.shape[0], dtype=xp.bool, device=device(num))
+            empty[h].append(fell)
+    preds = xp.stack([_concat(b, xp=xp) for b in heads], axis=0)
+    if not fallback:
+        return preds
+    return preds, xp.stack([_concat(b, xp=xp) for b in empty], axis=0)
 
 
-def loo_head_predictions(Z, Y, log_sw, rows, *, xp, n_heads):
+def _concat(blocks, *, xp):
+    return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+
+
+def loo_head_predictions(
+    Z, Y, log_sw, rows, *, xp, n_heads, kernel="softmax", fallback=False
+):
     """Every head's leave-one-out estimates for training rows ``rows`` (an
-    integer array): an array of shape (n_heads, len(rows), t)."""
+    integer array): an array of shape (n_heads, len(rows), t) (and the
+    fallback mask, see ``nw_head_predictions``)."""
     return nw_head_predictions(
-        None, Z, Y, log_sw, xp=xp, n_heads=n_heads, loo_rows=rows
+        None,
+        Z,
+        Y,
+        log_sw,
+        xp=xp,
+        n_heads=n_heads,
+        loo_rows=rows,
+        kernel=kernel,
+        fallback=fallback,
     )
 
 
-def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights):
+def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights, kernel="softmax"):
     """``sum_j v_ij^2`` of the ensemble's leave-one-out weights for ``rows``."""
     return _predict_and_squared_spread(
         None,
@@ -412,6 +661,7 @@ def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights):
         n_heads=n_heads,
         head_weights=head_weights,
         loo_rows=rows,
+        kernel=kernel,
     )[1]
 
 
@@ -445,13 +695,19 @@ def _chunk_rows(n_queries, n_train, dtype, *, xp, n_blocks=2):
     return int(min(max(rows, 1), max(n_queries, 1)))
 
 
-def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, xp, n_heads=1):
+def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, xp, n_heads=1, kernel="softmax"):
     """Weighted MSE of queries ``Xq`` predicted from keys ``Xk`` (no overlap).
 
     Used for early stopping: held-out rows are queries only, never keys.
     """
     Y_hat = nw_predict(
-        Xq @ W, Xk @ W, Yk, _log_weights(swk, xp=xp), xp=xp, n_heads=n_heads
+        Xq @ W,
+        Xk @ W,
+        Yk,
+        _log_weights(swk, xp=xp),
+        xp=xp,
+        n_heads=n_heads,
+        kernel=kernel,
     )
     R = Y_hat - Yq
     return float(xp.sum(swq * xp.sum(R * R, axis=1)))

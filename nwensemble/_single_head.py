@@ -174,6 +174,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         self,
         head_dim=None,
         *,
+        kernel="softmax",
         init="auto",
         max_iter=200,
         tol=1e-5,
@@ -189,6 +190,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         verbose=0,
     ):
         self.head_dim = head_dim
+        self.kernel = kernel
         self.init = init
         self.max_iter = max_iter
         self.tol = tol

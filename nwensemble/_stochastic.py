@@ -89,6 +89,7 @@ def fit_projection_adam(
                 n_heads=n_heads,
                 workspace=workspace,
                 loss_as_array=True,
+                kernel=est.kernel,
             )
             if diversity > 0 and n_heads > 1:
                 W_host = to_numpy(W).astype(np.float64)
@@ -104,7 +105,9 @@ def fit_projection_adam(
             n_batches += 1
         epochs = epoch + 1
         curve.append(float(epoch_loss) / max(n_batches, 1))
-        val_loss = heldout_loss(W, Xv, Yv, swv, Xt, Yt, swt, xp=xp, n_heads=n_heads)
+        val_loss = heldout_loss(
+            W, Xv, Yv, swv, Xt, Yt, swt, xp=xp, n_heads=n_heads, kernel=est.kernel
+        )
         if est.verbose:
             print(
                 f"[{type(est).__name__}] epoch {epochs:4d}  loss={curve[-1]:.6e}  "
@@ -122,7 +125,9 @@ def fit_projection_adam(
         if stale >= est.n_iter_no_change:
             status = 0
             break
-    W = _calibrate_scale(best_W, (Xv, Yv, swv), train, n_heads=n_heads, xp=xp)
+    W = _calibrate_scale(
+        best_W, (Xv, Yv, swv), train, n_heads=n_heads, kernel=est.kernel, xp=xp
+    )
     result = types.SimpleNamespace(status=status)
     return to_numpy(W).astype(np.float64), epochs, n_steps, curve, result
 
@@ -138,11 +143,11 @@ def _validation_subset(val, *, rng, xp):
     return xp.take(Xv, idx, axis=0), xp.take(Yv, idx, axis=0), w / xp.sum(w)
 
 
-def _calibrate_scale(W, val, train, *, n_heads, xp):
+def _calibrate_scale(W, val, train, *, n_heads, kernel, xp):
     """``W`` times the factor of ``_CALIBRATION_GRID`` with the least held-out
     loss when the held-out rows attend to all training rows."""
     losses = [
-        heldout_loss(W * float(g), *val, *train, xp=xp, n_heads=n_heads)
+        heldout_loss(W * float(g), *val, *train, xp=xp, n_heads=n_heads, kernel=kernel)
         for g in _CALIBRATION_GRID
     ]
     losses = np.nan_to_num(np.asarray(losses), nan=np.inf)

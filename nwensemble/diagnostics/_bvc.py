@@ -98,6 +98,7 @@ def bvc_decomposition(
         rng=check_random_state(random_state),
         n_jobs=n_jobs,
         F=F,
+        kernel=estimator._kernel,
         xp=xp,
     )
 
@@ -115,7 +116,19 @@ def _targets(y, n, X, name, *, xp):
     return xp.reshape(y, (n, -1))
 
 
-def bvc_parts(Z, Y, weights, *, n_heads, n_resamples, rng, xp, n_jobs=None, F=None):
+def bvc_parts(
+    Z,
+    Y,
+    weights,
+    *,
+    n_heads,
+    n_resamples,
+    rng,
+    xp,
+    n_jobs=None,
+    F=None,
+    kernel="softmax",
+):
     """The decomposition for projected rows ``Z`` (n, H d) and targets ``Y``.
 
     ``weights`` (n,) are the rows' sampling weights (zero: never drawn, never
@@ -153,6 +166,7 @@ def bvc_parts(Z, Y, weights, *, n_heads, n_resamples, rng, xp, n_jobs=None, F=No
             log_kw,
             xp=xp,
             n_heads=n_heads,
+            kernel=kernel,
         )
         return out, to_numpy(preds).astype(np.float64)
 
