@@ -5,6 +5,7 @@
 
 import array_api_compat
 import numpy as np
+import scipy.sparse
 from array_api_compat import numpy as np_compat
 from sklearn import get_config
 
@@ -96,9 +97,13 @@ def workspace_buffer(workspace, shape, like, *, xp):
 
 
 def to_numpy(a):
-    """Copy an array of any namespace or device to a NumPy array on the host."""
+    """Copy an array of any namespace or device to a NumPy array on the host
+    (a scipy.sparse array, as compact kernels' attention weights are, to a
+    dense one)."""
     if a is None or isinstance(a, np.ndarray):
         return a
+    if scipy.sparse.issparse(a):
+        return a.toarray()
     try:
         return np.from_dlpack(a, device="cpu")
     except (TypeError, BufferError, RuntimeError, ValueError):

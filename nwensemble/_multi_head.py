@@ -53,6 +53,18 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         Dimension of each head's subspace. ``None`` shares the features out:
         ``max(1, n_features // n_heads)``.
 
+    kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
+            default='softmax'
+        ``'softmax'``: Gaussian weights ``exp(s)`` with the score
+        ``s = -||W^T (x - x_i)||^2 / 2``, all positive. The compact kernels
+        give ``(1 + s / k)_+^k`` with ``k`` = 1, 2, 3: exactly zero beyond the
+        radius ``sqrt(2 k)`` in the learned space (sparse attention; softmax
+        is the limit ``k -> infinity``). A query with no training row within
+        the radius predicts its nearest row's target. Compact kernels predict
+        NumPy input through a radius search (cost grows with the rows in the
+        support, not with ``n_samples``) and ``attention_weights`` returns a
+        ``scipy.sparse`` array. See the user guide's "Kernels" page.
+
     diversity : float, default=0.0
         Weight ``lambda`` of the diversity penalty, relative to the leave-one-out
         loss (which is a fraction of the target variance). ``0`` trains the
@@ -184,6 +196,12 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         with the learned projections held fixed, so that
         ``mse = bias2 + variance / n_heads + (1 - 1 / n_heads) * covariance``.
         None when ``bvc_resamples=0``.
+
+    n_support_fallback_ : array of int, shape (n_heads,)
+        Training rows (of those used for the leave-one-out statistics: all
+        up to 2048, else a random 2048) whose leave-one-out estimate had no
+        other row inside the compact kernel's support and fell back to the
+        nearest row, per head. Always 0 for ``kernel='softmax'``.
 
     n_iter_ : int
         L-BFGS iterations over all stages.

@@ -253,7 +253,7 @@ def _nearest_key_fallback(Q, Z, bias, weight, R, E, M, empty, *, self_index, xp)
     key (not the query's own row, ``self_index``), in ``E`` and ``M = E @ R``."""
     dev = device(Q)
     (rows,) = xp.nonzero(empty)
-    nearest = nearest_keys(
+    nearest = _nearest_keys(
         xp.take(Q, rows, axis=0),
         Z,
         bias,
@@ -274,7 +274,7 @@ def _nearest_key_fallback(Q, Z, bias, weight, R, E, M, empty, *, self_index, xp)
     return E, M
 
 
-def nearest_keys(Q, Z, bias, weight, *, xp, self_index=None):
+def _nearest_keys(Q, Z, bias, weight, *, xp, self_index=None):
     """Index of the nearest key of positive weight for each query (not the
     query's own key ``self_index``), from logits ``q . z - ||z||^2 / 2``
     (which do not square ``q``, so they stay finite far from the data)."""

@@ -31,6 +31,18 @@ class NWAttentionRegressor(BaseNWRegressor):
         full-rank metric, as :class:`~sklearn.neighbors.NeighborhoodComponentsAnalysis`
         does with ``n_components=None``).
 
+    kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
+            default='softmax'
+        ``'softmax'``: Gaussian weights ``exp(s)`` with the score
+        ``s = -||W^T (x - x_i)||^2 / 2``, all positive. The compact kernels
+        give ``(1 + s / k)_+^k`` with ``k`` = 1, 2, 3: exactly zero beyond the
+        radius ``sqrt(2 k)`` in the learned space (sparse attention; softmax
+        is the limit ``k -> infinity``). A query with no training row within
+        the radius predicts its nearest row's target. Compact kernels predict
+        NumPy input through a radius search (cost grows with the rows in the
+        support, not with ``n_samples``) and ``attention_weights`` returns a
+        ``scipy.sparse`` array. See the user guide's "Kernels" page.
+
     init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
             (head_dim, n_features), default='auto'
         Starting projection. ``'auto'`` is ``'pca'`` when ``head_dim`` is smaller
@@ -112,6 +124,12 @@ class NWAttentionRegressor(BaseNWRegressor):
     components_ : array of shape (head_dim, n_features)
         The learned projection ``W^T``, applied to the feature map of
         ``standardize`` (in the input's units unless it is ``'power'``).
+
+    n_support_fallback_ : int
+        Training rows (of those used for the leave-one-out statistics: all
+        up to 2048, else a random 2048) whose leave-one-out estimate had no
+        other row inside the compact kernel's support and fell back to the
+        nearest row. Always 0 for ``kernel='softmax'``.
 
     n_iter_ : int
         L-BFGS iterations over all stages.

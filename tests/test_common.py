@@ -4,6 +4,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 
+COMPACT_KERNELS = ["epanechnikov", "biweight", "triweight"]
+
 # Each entry says why the check cannot pass for this model; nothing else fails.
 EXPECTED_FAILED_CHECKS = {
     "check_sample_weight_equivalence_on_dense_data": (
@@ -37,6 +39,8 @@ def _expected_failed_checks(estimator):
         MultiHeadNWRegressor(
             n_heads=2, head_dim=1, diversity=0.5, head_weights="optimal"
         ),
+        *[NWAttentionRegressor(kernel=k) for k in COMPACT_KERNELS],
+        *[MultiHeadNWRegressor(n_heads=2, kernel=k) for k in COMPACT_KERNELS],
         # The checks seed top-level random_state only; the allocator has none.
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=3),
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),

@@ -1,0 +1,66 @@
+"""The radius search equals the dense compact attention."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy import sparse
+
+import nwensemble._base as base
+import nwensemble._radius_search as radius_search
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._nw_math import iter_head_attention
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "biweight", "triweight"])
+def test_search_prediction_equals_dense(kernel, monkeypatch, friedman):
+    X, y = friedman
+    Y2 = np.column_stack([y, np.sin(y)])
+    sw = np.random.default_rng(0).uniform(0.0, 2.0, len(y))
+    reg = MultiHeadNWRegressor(
+        n_heads=2, head_dim=3, kernel=kernel, random_state=0, bvc_resamples=0
+    ).fit(X, Y2, sample_weight=sw)
+    Xq = np.vstack([X[:60] + 0.1, np.full((1, X.shape[1]), 1e6)])
+    monkeypatch.setattr(base, "SEARCH_MIN_ROWS", 10**9)
+    dense = reg.predict(Xq)
+    monkeypatch.setattr(base, "SEARCH_MIN_ROWS", 1)
+    # Small search chunks, so the threaded path runs several tasks.
+    monkeypatch.setattr(radius_search, "_SEARCH_CHUNK", 16)
+    searched = reg.predict(Xq)
+    assert_allclose(searched, dense, rtol=1e-12, atol=1e-12)
+
+
+def test_sparse_weights_equal_dense_weights(friedman):
+    X, y = friedman
+    reg = MultiHeadNWRegressor(
+        n_heads=3, head_dim=2, kernel="triweight", random_state=0, bvc_resamples=0
+    ).fit(X, y)
+    Xq = X[:25] - 0.05
+    Q = reg.transform(Xq)
+    dense = [None] * 3
+    for _, h, E, num, _ in iter_head_attention(
+        Q,
+        reg._z_fit,
+        reg._y_fit,
+        reg._log_sw,
+        xp=np,
+        n_heads=3,
+        kernel="triweight",
+    ):
+        dense[h] = E / num[:, -1:]
+    for h in range(3):
+        got = reg.attention_weights(Xq, head=h)
+        assert sparse.issparse(got)
+        assert_allclose(got.toarray(), dense[h], rtol=1e-12, atol=1e-15)
+    total = reg.attention_weights(Xq)
+    expected = sum(a * W for a, W in zip(reg.head_weights_, dense))
+    assert_allclose(total.toarray(), expected, rtol=1e-12, atol=1e-15)
+    assert total.nnz == np.count_nonzero(expected)
+
+
+def test_top_k_stays_dense_for_compact_kernels(friedman):
+    X, y = friedman
+    reg = NWAttentionRegressor(kernel="epanechnikov", random_state=0).fit(X, y)
+    weights, rows = reg.attention_weights(X[:5], top_k=3)
+    full = reg.attention_weights(X[:5]).toarray()
+    assert_allclose(weights, np.sort(full, axis=1)[:, ::-1][:, :3], rtol=1e-12)
+    assert_allclose(np.take_along_axis(full, rows, axis=1), weights)
