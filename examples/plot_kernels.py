@@ -1,7 +1,7 @@
 """
-===============================================
+================================================
 Compact kernels: sparse attention, same accuracy
-===============================================
+================================================
 
 Softmax attention gives every training row a positive weight. The compact
 kernels of the Epanechnikov family (``kernel="epanechnikov"``,
