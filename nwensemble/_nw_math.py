@@ -95,7 +95,7 @@ def attend(
     block between calls where the namespace can write into it.
     ``exact_zeros=False`` leaves negligible weights at ``exp(floor)`` (about
     1e-292 in float64) instead of zero, which saves a pass over the block;
-    prediction uses it, training does not (see ``_exp_logits``).
+    prediction uses it, float64 training does not (see ``_exp_logits``).
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
     mask = None
@@ -138,15 +138,18 @@ def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros
     # (float64; ~1e-31 in float32), at most 1e-138 (1e-12) of their row's sum
     # on the fast path.
     floor = _logit_floor(A.dtype, xp=xp)
-    # Prediction (exact_zeros=False) needs the clamp only where exp itself
-    # slows down on subnormal results: float64 exp was 7x slower with half its
+    # Only float64 needs the clamp: float64 exp was 7x slower with half its
     # outputs subnormal, float32 exp was not, and the products that follow
     # took the same time either way (NumPy/OpenBLAS, 2 cores). In float32 the
-    # clamp was a quarter of the time of a prediction block.
-    if exact_zeros or A.dtype == xp.float64:
+    # clamp was a quarter of the time of a prediction block, and a float32
+    # leave-one-out evaluation at n = 4000 took 33-36 ms without the clamp
+    # and the subtraction against 45 ms with them (80 against 98 ms at a
+    # bandwidth so small that most weights were subnormal).
+    f64 = A.dtype == xp.float64
+    if f64:
         A = maximum_inplace(A, floor, xp=xp)
     E = exp_inplace(A, xp=xp)
-    if exact_zeros:
+    if exact_zeros and f64:
         E -= math.exp(floor)
     if leave_one_out:
         E = _set_diagonal(E, 0.0, xp=xp)
