@@ -79,8 +79,10 @@ def main():
         else:
             rows = Xte[:2000]
             nnz = np.mean(
-                [model.attention_weights(rows, head=h).nnz / rows.shape[0]
-                 for h in range(args.heads)]
+                [
+                    model.attention_weights(rows, head=h).nnz / rows.shape[0]
+                    for h in range(args.heads)
+                ]
             )
         rmse = float(np.sqrt(np.mean((pred - yte) ** 2)))
         print(

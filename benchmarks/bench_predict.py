@@ -7,7 +7,9 @@ and block of queries: the score product ``Q K^T``, one ``exp`` over the
 scores (in place) and the weighted sum of the targets ``E @ [y, 1]``; it is
 timed at several block sizes and the fastest is kept. ``predict`` is timed on
 a fitted ``MultiHeadNWRegressor`` (``max_iter=0``: the projections do not
-matter for the cost). Prints medians of ``--repeats`` runs and the ratio.
+matter for the cost). The two alternate, repeat by repeat, so that a change
+in a shared machine's load hits both; prints the median times of
+``--repeats`` runs and the median of the per-repeat ratios.
 
 Also prints the peak memory ``predict`` allocates beyond its inputs at
 ``--memory-n`` (tracemalloc, which sees NumPy's allocations).
@@ -83,18 +85,19 @@ def main():
             t = np.median([roofline(Q, K, Y1, args.heads, block) for _ in range(3)])
             if t < best_roof:
                 best_roof, best_block = t, block
-        roof = np.median(
-            [roofline(Q, K, Y1, args.heads, best_block) for _ in range(args.repeats)]
-        )
-        times = []
+        # Alternate the two, so that a change in the machine's load between
+        # repeats hits both; the ratio is the median of the per-repeat ratios.
+        roofs, times = [], []
         for _ in range(args.repeats):
+            roofs.append(roofline(Q, K, Y1, args.heads, best_block))
             start = time.perf_counter()
             model.predict(Xq)
             times.append(time.perf_counter() - start)
-        pred = float(np.median(times))
+        pred, roof = float(np.median(times)), float(np.median(roofs))
+        ratio = float(np.median(np.asarray(times) / np.asarray(roofs)))
         print(
             f"{np.dtype(dtype).name:<9}{pred:>11.3f}{roof:>12.3f}{best_block:>8d}"
-            f"{pred / roof:>8.2f}"
+            f"{ratio:>8.2f}"
         )
 
     m = args.memory_n

@@ -3,11 +3,15 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from concurrent.futures import ThreadPoolExecutor
+
 import array_api_compat
 import numpy as np
 import scipy.sparse
 from array_api_compat import numpy as np_compat
 from sklearn import get_config
+from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+from threadpoolctl import threadpool_limits
 
 
 def get_namespace(X):
@@ -73,6 +77,24 @@ def matmul_into(a, b, out, *, xp):
     if out is not None and takes_out(xp):
         return xp.matmul(a, b, out=out)
     return a @ b
+
+
+def map_on_host_threads(fn, tasks, *, xp, threads=True):
+    """``[fn(task) for task in tasks]``, on one thread per core for NumPy.
+
+    NumPy releases the GIL in its ufuncs and products, so independent tiles
+    run in parallel; BLAS is held to one thread meanwhile (restored after), as
+    the threads already use every core. With ``threads=False``, and for other
+    namespaces (a GPU queues the work anyway), the tasks run in order.
+    """
+    n_threads = 1
+    if threads and array_api_compat.is_numpy_namespace(xp):
+        n_threads = min(_openmp_effective_n_threads(), len(tasks))
+    if n_threads <= 1:
+        return [fn(task) for task in tasks]
+    with threadpool_limits(1, user_api="blas"):
+        with ThreadPoolExecutor(n_threads) as pool:
+            return list(pool.map(fn, tasks))
 
 
 def workspace_buffer(workspace, shape, like, *, xp):

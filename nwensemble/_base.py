@@ -31,12 +31,12 @@ from nwensemble._backend import (
     to_numpy,
 )
 from nwensemble._features import FeatureMap
-from nwensemble._kernels import KERNEL_DEGREES, kernel_degree
 from nwensemble._fitting import (
     fit_projection,
     initial_projection,
     scaled_targets,
 )
+from nwensemble._kernels import KERNEL_DEGREES, kernel_degree
 from nwensemble._nw_math import (
     _log_weights,
     iter_head_attention,

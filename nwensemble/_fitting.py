@@ -225,9 +225,7 @@ def _split_validation(est, Xs, Ys, sw, n_params, *, rng, xp, force=False):
     return parts[0], parts[1]
 
 
-def objective(
-    W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="softmax"
-):
+def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="softmax"):
     """Training objective at ``W`` (a (p, n_heads * d) float64 NumPy array).
 
     The ensemble's leave-one-out loss (computed in the namespace and dtype of

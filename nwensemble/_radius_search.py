@@ -61,7 +61,9 @@ class SupportIndex:
         Q = np.asarray(Q, dtype=np.float64)
         m = Q.shape[0]
         radius = support_radius(self.degree)
-        chunks = [slice(s, min(s + _SEARCH_CHUNK, m)) for s in range(0, m, _SEARCH_CHUNK)]
+        chunks = [
+            slice(s, min(s + _SEARCH_CHUNK, m)) for s in range(0, m, _SEARCH_CHUNK)
+        ]
         n_jobs = min(_openmp_effective_n_threads(), max(len(chunks), 1))
         found = Parallel(n_jobs=n_jobs, prefer="threads")(
             delayed(self.tree.query_radius)(Q[c], radius, return_distance=True)

@@ -240,3 +240,35 @@ def test_loss_is_finite_at_extreme_scales():
     for scale in (1e-8, 1e8):
         loss, grad = loo_loss_and_grad(W * scale, X, Y, sw, xp=np)
         assert np.isfinite(loss) and np.all(np.isfinite(grad))
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_tiled_threaded_prediction_equals_explicit_weights(monkeypatch, dtype, rtol):
+    """Small tiles on threads (partial last tiles, a query far from every key
+    that takes the stable path, sample weights) give the explicit softmax
+    average of every head."""
+    import nwensemble._nw_math as nw_math
+
+    monkeypatch.setattr(nw_math, "_QUERY_TILE", 4)
+    monkeypatch.setattr(nw_math, "_KEY_TILE", 7)
+    monkeypatch.setattr(nw_math, "_THREADED_SCORES", 1)
+    Q, Z, Y, sw, P = _heads_problem()
+    Q = Q.copy()
+    Q[5] += 40.0  # its fast-path weights underflow
+    P = [
+        _softmax_weights(Q[:, h * 2 : (h + 1) * 2], Z[:, h * 2 : (h + 1) * 2], sw)
+        for h in range(3)
+    ]
+    alpha = [0.5, 0.2, 0.3]
+    got = nw_predict(
+        Q.astype(dtype),
+        Z.astype(dtype),
+        Y.astype(dtype),
+        _log_weights(sw.astype(dtype), xp=np),
+        xp=np,
+        n_heads=3,
+        head_weights=alpha,
+    )
+    assert got.dtype == dtype
+    V = sum(a * w for a, w in zip(alpha, P))
+    assert_allclose(got, V @ Y, rtol=rtol, atol=rtol)
