@@ -759,7 +759,8 @@ def _head_weights_or_uniform(head_weights, n_heads):
     return [float(a) for a in head_weights]
 
 
-# Memory for the blocks of one prediction call, in MiB (see _chunk_rows).
+# Memory for the blocks of one pass of iter_head_attention (return_std,
+# attention_weights, leave-one-out statistics, compact kernels), in MiB.
 _BLOCK_BUDGET_MIB = 32
 # Fewest query rows per block, unless working_memory itself allows fewer.
 _MIN_BLOCK_ROWS = 128
@@ -772,7 +773,8 @@ def _chunk_rows(n_queries, n_train, dtype, *, xp, n_blocks=2):
     Smaller blocks are faster, not only leaner: at n_train = n_test = 20 000
     (4 heads x 4 dims) predict took 3.65 s with 32 MiB for the blocks against
     4.58 s with scikit-learn's default 1 GiB (float64; 1.96 s against 2.50 s
-    in float32). But a block keeps at least ``_MIN_BLOCK_ROWS`` rows (at
+    in float32), before plain prediction moved to the tiles of
+    ``_tiled_softmax_estimates``. But a block keeps at least ``_MIN_BLOCK_ROWS`` rows (at
     n_train = 90 000, 32 MiB would leave 23), within ``working_memory``.
     """
     itemsize = 4 if dtype == xp.float32 else 8
