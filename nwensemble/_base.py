@@ -395,7 +395,8 @@ class BaseNWRegressor(
             array of shape (n_queries, n_samples_fit) (mind the memory for
             large sets); for a compact kernel a ``scipy.sparse.csr_array`` of
             that shape on the host, holding only the non-zero weights (found
-            with block pruning, without forming the dense array).
+            by a radius search in each head's space, without forming the
+            dense array).
 
         Returns
         -------
@@ -464,8 +465,9 @@ class BaseNWRegressor(
         return self._features.transform(X, xp=xp) @ self._W_model
 
     def _predict_projected(self, Q, *, xp):
-        """Chunked NW prediction for projected queries ``Q``. Compact kernels
-        with NumPy input attend only to the rows the radius search finds."""
+        """NW prediction for projected queries ``Q``, in tiles of bounded
+        memory. Compact kernels with NumPy input (the tree lives on the host)
+        attend only to the rows the radius search finds."""
         use_search = (
             self._support_index is not None
             and self._z_fit.shape[0] >= SEARCH_MIN_ROWS
