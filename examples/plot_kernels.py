@@ -99,7 +99,8 @@ plt.show()
 
 # %%
 # The compact kernels match softmax's accuracy here while each query draws on
-# a small fraction of the training rows, and that fraction is what a
-# compact kernel's prediction costs once the training set is large. Queries far from every training row
-# have an empty support; they fall back to their nearest training row, and
-# :func:`~nwensemble.diagnostics.support_fallback` shows which ones did.
+# a small fraction of the training rows, and that fraction is what a compact
+# kernel's prediction costs once the training set is large. Queries far from
+# every training row have an empty support; they fall back to their nearest
+# training row, and :func:`~nwensemble.diagnostics.support_fallback` shows
+# which ones did.

@@ -3,6 +3,7 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import copy
 from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
@@ -130,6 +131,31 @@ def to_numpy(a):
         return np.from_dlpack(a, device="cpu")
     except (TypeError, BufferError, RuntimeError, ValueError):
         return np.asarray(array_api_compat.to_device(a, "cpu"))
+
+
+def to_host(value):
+    """``value`` with every array in it copied to NumPy on the host.
+
+    Walks lists, tuples, dicts (``Bunch`` included) and the library's own
+    helper objects (their attributes), so that a fitted model pickles into
+    NumPy arrays only.
+    """
+    if isinstance(value, np.ndarray) or value is None:
+        return value
+    if array_api_compat.is_array_api_obj(value):
+        return to_numpy(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_host(v) for v in value)
+    if isinstance(value, dict):
+        out = copy.copy(value)
+        for key, v in value.items():
+            out[key] = to_host(v)
+        return out
+    if type(value).__module__.startswith("nwensemble.") and hasattr(value, "__dict__"):
+        out = copy.copy(value)
+        out.__dict__ = to_host(dict(value.__dict__))
+        return out
+    return value
 
 
 def move_to(a, *, xp, device):

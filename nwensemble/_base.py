@@ -28,6 +28,7 @@ from nwensemble._backend import (
     get_namespace,
     move_to,
     same_namespace_or_raise,
+    to_host,
     to_numpy,
 )
 from nwensemble._features import FeatureMap
@@ -96,6 +97,15 @@ class BaseNWRegressor(
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    def __getstate__(self):
+        """Pickle with every fitted array on the host, as NumPy.
+
+        A model fitted on a GPU (or on any array-API device) then loads where
+        CuPy or that device is absent, and predicts NumPy input exactly as it
+        predicted on the device (to predict on the GPU again, fit there).
+        """
+        return to_host(super().__getstate__())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -22,7 +22,7 @@ from nwensemble._allocation import (
     default_budget,
     theory_allocation,
 )
-from nwensemble._backend import get_namespace, same_namespace_or_raise, where
+from nwensemble._backend import get_namespace, same_namespace_or_raise, to_host, where
 from nwensemble._multi_head import MultiHeadNWRegressor
 
 
@@ -177,6 +177,15 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         tags.target_tags.multi_output = True
         tags.array_api_support = True
         return tags
+
+    def __getstate__(self):
+        """Pickle on the host, like the estimators (see
+        :meth:`MultiHeadNWRegressor.__getstate__`): the loaded allocator
+        predicts NumPy input."""
+        state = to_host(super().__getstate__())
+        if "_fit_where" in state:
+            state["_fit_where"] = ("numpy", "cpu")
+        return state
 
     def _base_estimator(self):
         base = MultiHeadNWRegressor() if self.estimator is None else self.estimator

@@ -774,8 +774,9 @@ def _chunk_rows(n_queries, n_train, dtype, *, xp, n_blocks=2):
     (4 heads x 4 dims) predict took 3.65 s with 32 MiB for the blocks against
     4.58 s with scikit-learn's default 1 GiB (float64; 1.96 s against 2.50 s
     in float32), before plain prediction moved to the tiles of
-    ``_tiled_softmax_estimates``. But a block keeps at least ``_MIN_BLOCK_ROWS`` rows (at
-    n_train = 90 000, 32 MiB would leave 23), within ``working_memory``.
+    ``_tiled_softmax_estimates``. But a block keeps at least
+    ``_MIN_BLOCK_ROWS`` rows (at n_train = 90 000, 32 MiB would leave 23),
+    within ``working_memory``.
     """
     itemsize = 4 if dtype == xp.float32 else 8
     per_row = n_blocks * itemsize * max(n_train, 1)

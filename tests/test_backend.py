@@ -1,11 +1,13 @@
 """Array namespace handling."""
 
+import pickle
+
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 
-from nwensemble import NWAttentionRegressor
+from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._backend import (
     get_namespace,
     move_to,
@@ -54,6 +56,39 @@ def test_predict_refuses_another_namespace():
             reg.predict(X)
     with pytest.raises(ValueError, match="same namespace"):
         same_namespace_or_raise(X, reg.components_, estimator=reg, method="predict")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MultiHeadNWRegressor(n_heads=2, head_dim=2, random_state=0),
+        lambda: NWAttentionRegressor(kernel="biweight", random_state=0),
+        lambda: HeadAllocator(
+            MultiHeadNWRegressor(random_state=0, bvc_resamples=0), cv=None, budget=4
+        ),
+    ],
+)
+def test_model_fitted_on_a_device_pickles_to_numpy(make, friedman):
+    """A model fitted on array_api_strict's second device (a stand-in for a
+    GPU) loads as NumPy and predicts NumPy input exactly as it predicted on
+    the device."""
+    xps = pytest.importorskip("array_api_strict")
+    dev = xps.Device("device1")
+    X, y = friedman
+    far = np.vstack([X[:40], np.full((1, X.shape[1]), 1e6)])
+    with config_context(array_api_dispatch=True):
+        model = make().fit(xps.asarray(X, device=dev), xps.asarray(y, device=dev))
+        on_device = model.predict(xps.asarray(far, device=dev))
+        assert on_device.device == dev
+        blob = pickle.dumps(model)
+    loaded = pickle.loads(blob)
+    pred = loaded.predict(far)
+    assert isinstance(pred, np.ndarray)
+    assert_array_equal(pred, to_numpy(on_device))
+    inner = getattr(loaded, "best_estimator_", loaded)
+    assert isinstance(inner.components_, np.ndarray)
+    # Pickling leaves the model on the device untouched.
+    assert getattr(model, "best_estimator_", model).components_.device == dev
 
 
 @pytest.mark.gpu
