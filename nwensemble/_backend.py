@@ -45,6 +45,45 @@ def get_namespace(X):
     return np_compat, "cpu"
 
 
+def compute_namespace(where_to, X):
+    """Namespace and device that a computation runs in for input ``X``.
+
+    ``where_to`` is an estimator's ``device``: ``'auto'`` follows ``X`` (see
+    ``get_namespace``), ``'cpu'`` is NumPy on the host, ``'cuda'`` CuPy on the
+    current GPU (an error that says what is missing where there is none).
+    """
+    if where_to == "auto":
+        return get_namespace(X)
+    if where_to == "cpu":
+        return np_compat, "cpu"
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # ImportError, or CUDA's error without a GPU
+        raise ValueError(
+            "device='cuda' needs CuPy and a CUDA GPU (pip install "
+            f"nwensemble[gpu]); here: {type(exc).__name__}: {exc}. Use "
+            "device='cpu' or 'auto'."
+        ) from exc
+    sample = cupy.empty(0)
+    return array_api_compat.array_namespace(sample), array_api_compat.device(sample)
+
+
+def like_input(X):
+    """A function that moves results to the namespace and device of ``X``
+    (NumPy for lists and frames); the identity where they already are."""
+    xp, dev = get_namespace(X)
+    target = where(xp.empty(0, device=dev))
+
+    def move(a):
+        if a is None or where(a) == target:
+            return a
+        return move_to(a, xp=xp, device=dev)
+
+    return move
+
+
 def device(a):
     """Device of an array (``"cpu"`` for NumPy)."""
     return array_api_compat.device(a)

@@ -24,12 +24,15 @@ from sklearn.utils.validation import (
 )
 
 from nwensemble._backend import (
+    compute_namespace,
     device,
     get_namespace,
+    like_input,
     move_to,
     same_namespace_or_raise,
     to_host,
     to_numpy,
+    where,
 )
 from nwensemble._features import FeatureMap
 from nwensemble._fitting import (
@@ -94,6 +97,7 @@ class BaseNWRegressor(
         "standardize": ["boolean", StrOptions({"power"})],
         "warm_start": ["boolean"],
         "callback": [callable, None],
+        "device": [StrOptions({"auto", "cpu", "cuda"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -110,7 +114,9 @@ class BaseNWRegressor(
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        tags.array_api_support = True
+        # With device='cpu' or 'cuda' the fitted arrays live on that device,
+        # not beside the input, which scikit-learn's array-API checks expect.
+        tags.array_api_support = getattr(self, "device", "auto") == "auto"
         return tags
 
     @property
@@ -138,6 +144,9 @@ class BaseNWRegressor(
         )
         xp, dev = get_namespace(X)
         X = _as_float(X, xp=xp)
+        if self.device != "auto":
+            xp, dev = compute_namespace(self.device, X)
+            X = move_to(X, xp=xp, device=dev)
         y = move_to(y, xp=xp, device=dev)
         Y = xp.astype(y, X.dtype)
         self._y_ndim = Y.ndim
@@ -229,6 +238,7 @@ class BaseNWRegressor(
         self.components_ = xp.reshape((W_x / scale[:, None]).T, shape)
         self._features = features
         self._kernel = self.kernel
+        self._device = self.device
         self._W_model = W_x
         self._z_fit = Xs @ W_x
         self._y_fit = Y
@@ -321,11 +331,30 @@ class BaseNWRegressor(
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
+        """Validated ``X`` in the fitted arrays' namespace, and that namespace.
+
+        With ``device='auto'`` at fit, ``X`` must already be there; with
+        ``'cpu'`` or ``'cuda'`` it is moved there (see ``_like_input`` for
+        the way back).
+        """
         check_is_fitted(self)
-        same_namespace_or_raise(X, self.components_, estimator=self, method=method)
+        if getattr(self, "_device", "auto") == "auto":
+            same_namespace_or_raise(X, self.components_, estimator=self, method=method)
         xp, _ = get_namespace(X)
-        X = validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False)
-        return _as_float(X, xp=xp), xp
+        X = _as_float(
+            validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False), xp=xp
+        )
+        fit_xp, fit_dev = get_namespace(self.components_)
+        if where(X) != where(self.components_):
+            X = move_to(X, xp=fit_xp, device=fit_dev)
+        return X, fit_xp
+
+    def _like_input(self, X):
+        """Moves results back to ``X``'s namespace and device when the model
+        computes elsewhere (``device='cpu'`` or ``'cuda'``)."""
+        if getattr(self, "_device", "auto") == "auto":
+            return lambda a: a
+        return like_input(X)
 
     def transform(self, X):
         """Project ``X`` into the learned space.
@@ -342,8 +371,9 @@ class BaseNWRegressor(
             (a translation, which leaves all distances unchanged); for several
             heads the head spaces are concatenated.
         """
+        back = self._like_input(X)
         X, xp = self._check_predict_input(X, "transform")
-        return self._project(X, xp=xp)
+        return back(self._project(X, xp=xp))
 
     def predict(self, X, return_std=False):
         """Predict with the fitted attention over the training rows.
@@ -368,11 +398,12 @@ class BaseNWRegressor(
             for the heads' shared use of the same rows; it does not include the
             smoothing bias.
         """
+        back = self._like_input(X)
         X, xp = self._check_predict_input(X, "predict")
         Q = self._project(X, xp=xp)
         if not return_std:
             Y_hat = self._predict_projected(Q, xp=xp)
-            return Y_hat[:, 0] if self._y_ndim == 1 else Y_hat
+            return back(Y_hat[:, 0] if self._y_ndim == 1 else Y_hat)
         Y_hat, spread = nw_predict_with_spread(
             Q,
             self._z_fit,
@@ -385,8 +416,8 @@ class BaseNWRegressor(
         )
         Y_std = spread[:, None] * self._noise_std[None, :]
         if self._y_ndim == 1:
-            return Y_hat[:, 0], Y_std[:, 0]
-        return Y_hat, Y_std
+            return back(Y_hat[:, 0]), back(Y_std[:, 0])
+        return back(Y_hat), back(Y_std)
 
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.
@@ -420,6 +451,7 @@ class BaseNWRegressor(
             Only with ``top_k``: the training rows (in the order given to
             ``fit``) that the weights belong to.
         """
+        back = self._like_input(X)
         X, xp = self._check_predict_input(X, "attention_weights")
         H = self._n_heads
         n_fit = self._z_fit.shape[0]
@@ -466,10 +498,10 @@ class BaseNWRegressor(
             if head is not None or h == H - 1:
                 blocks.append(_top_k(acc, top_k, xp=xp))
         if top_k is None:
-            return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+            return back(blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0))
         weights = xp.concat([b[0] for b in blocks], axis=0)
         indices = xp.concat([b[1] for b in blocks], axis=0)
-        return weights, indices
+        return back(weights), back(indices)
 
     def _project(self, X, *, xp):
         return self._features.transform(X, xp=xp) @ self._W_model

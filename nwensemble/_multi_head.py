@@ -156,6 +156,17 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         current projections of shape (n_heads, head_dim, n_features), in
         standardised units, as a NumPy array.
 
+    device : {'auto', 'cpu', 'cuda'}, default='auto'
+        Where ``fit`` and ``predict`` compute. ``'auto'`` follows the input:
+        NumPy on the host, CuPy arrays on their GPU, other array-API arrays in
+        their namespace (with scikit-learn's array-API dispatch on), and the
+        fitted arrays live there too. ``'cpu'``: NumPy on the host whatever
+        the input. ``'cuda'``: CuPy on the current GPU (an error says so where
+        CuPy or a GPU is missing); NumPy input is copied to the GPU. With
+        ``'cpu'`` or ``'cuda'``, results (``predict``, ``transform``,
+        ``attention_weights``) come back in the input's namespace and device:
+        NumPy input gets NumPy predictions.
+
     random_state : int, RandomState instance or None, default=None
         Seed of the initial directions, the subsamples and the resamples.
 
@@ -284,6 +295,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         standardize="power",
         warm_start=False,
         callback=None,
+        device="auto",
         random_state=None,
         verbose=0,
     ):
@@ -305,6 +317,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.standardize = standardize
         self.warm_start = warm_start
         self.callback = callback
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
 

@@ -91,6 +91,66 @@ def test_model_fitted_on_a_device_pickles_to_numpy(make, friedman):
     assert getattr(model, "best_estimator_", model).components_.device == dev
 
 
+def test_device_cpu_computes_on_the_host_and_answers_in_the_input_namespace(
+    friedman,
+):
+    """device='cpu' with input on array_api_strict's second device: the fit
+    runs in NumPy (same model as a NumPy fit), results go back to the input's
+    device."""
+    xps = pytest.importorskip("array_api_strict")
+    dev = xps.Device("device1")
+    X, y = friedman
+    ref = MultiHeadNWRegressor(n_heads=2, head_dim=2, kernel="biweight", random_state=0)
+    ref.fit(X, y)
+    reg = MultiHeadNWRegressor(
+        n_heads=2, head_dim=2, kernel="biweight", device="cpu", random_state=0
+    )
+    with config_context(array_api_dispatch=True):
+        Xd = xps.asarray(X[:30], device=dev)
+        reg.fit(xps.asarray(X, device=dev), xps.asarray(y, device=dev))
+        pred, std = reg.predict(Xd, return_std=True)
+        Z = reg.transform(Xd)
+        weights, rows = reg.attention_weights(Xd, top_k=3)
+    assert isinstance(reg.components_, np.ndarray)
+    for out in (pred, std, Z, weights, rows):
+        assert out.device == dev
+    assert_array_equal(to_numpy(pred), ref.predict(X[:30]))
+    # NumPy input to the same model stays NumPy.
+    assert isinstance(reg.predict(X[:5]), np.ndarray)
+
+
+def test_device_cuda_without_a_gpu_says_what_is_missing(friedman):
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+        pytest.skip("a GPU is present")
+    except Exception:
+        pass
+    X, y = friedman
+    with pytest.raises(ValueError, match="device='cuda' needs CuPy and a CUDA GPU"):
+        NWAttentionRegressor(device="cuda").fit(X, y)
+
+
+@pytest.mark.gpu
+def test_device_cuda_returns_numpy_for_numpy_input(friedman):
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"no usable GPU: {exc}")
+    X, y = friedman
+    reg = NWAttentionRegressor(device="cuda", random_state=0).fit(X, y)
+    assert isinstance(reg.components_, cupy.ndarray)
+    pred = reg.predict(X)
+    assert isinstance(pred, np.ndarray)
+    ref = NWAttentionRegressor(random_state=0).fit(X, y).predict(X)
+    assert_allclose(pred, ref, rtol=1e-6)
+    loaded = pickle.loads(pickle.dumps(reg))
+    assert isinstance(loaded.components_, np.ndarray)
+    assert_allclose(loaded.predict(X), pred, rtol=1e-12)
+
+
 @pytest.mark.gpu
 def test_cupy_fit_predict_match_numpy():
     """CuPy input fits and predicts on the GPU, matching NumPy."""

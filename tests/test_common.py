@@ -41,6 +41,8 @@ def _expected_failed_checks(estimator):
         ),
         *[NWAttentionRegressor(kernel=k) for k in COMPACT_KERNELS],
         *[MultiHeadNWRegressor(n_heads=2, kernel=k) for k in COMPACT_KERNELS],
+        # Computes in NumPy whatever the input (no array-API checks then).
+        MultiHeadNWRegressor(n_heads=2, device="cpu"),
         # The checks seed top-level random_state only; the allocator has none.
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=3),
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),

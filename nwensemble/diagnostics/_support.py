@@ -53,6 +53,7 @@ def support_fallback(estimator, X):
     [False, False, True]
     """
     check_is_fitted(estimator)
+    back = estimator._like_input(X)
     X, xp = estimator._check_predict_input(X, "support_fallback")
     H = estimator._n_heads
     if estimator._support_index is None:
@@ -61,4 +62,4 @@ def support_fallback(estimator, X):
         Q = estimator._project(X, xp=xp)
         _, mask = sparse_head_weights(Q, estimator._support_index, n_heads=H)
         fell = xp.asarray(mask.T, device=device(X))
-    return fell[:, 0] if estimator.components_.ndim == 2 else fell
+    return back(fell[:, 0] if estimator.components_.ndim == 2 else fell)
