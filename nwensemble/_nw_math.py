@@ -111,18 +111,15 @@ def attend(
     kw = dict(
         xp=xp, leave_one_out=leave_one_out, mask=mask, out=out, exact_zeros=exact_zeros
     )
-    # Squared norms of queries beyond this could overflow; their rows go
-    # straight to the stable path, whose logits q . z + bias do not square q.
-    info = xp.finfo(Q.dtype)
-    safe = math.sqrt(float(info.max)) / (4.0 * math.sqrt(Q.shape[1]))
+    # Queries whose squared norms could overflow go straight to the stable
+    # path, whose logits q . z + bias do not square q.
     known_stable = workspace is not None and workspace.get("stable", False)
-    if known_stable or float(xp.max(xp.abs(Q))) > safe:
+    if known_stable or float(xp.max(xp.abs(Q))) > _largest_safe_entry(Q, xp=xp):
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
         return E, E @ R
     E = _exp_logits(Q, Z, bias, stable=False, **kw)
     M = E @ R
-    floor = float(info.smallest_normal) ** 0.5
-    if float(xp.min(M[:, -1])) < floor:
+    if float(xp.min(M[:, -1])) < _underflow_row_sum(Q.dtype, xp=xp):
         if workspace is not None:
             workspace["stable"] = True
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
@@ -167,6 +164,18 @@ def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros
     return E
 
 
+def _largest_safe_entry(Q, *, xp):
+    """Entries of the queries ``Q`` (m, d) above this could overflow their
+    squared norm."""
+    info = xp.finfo(Q.dtype)
+    return math.sqrt(float(info.max)) / (4.0 * math.sqrt(Q.shape[1]))
+
+
+def _underflow_row_sum(dtype, *, xp):
+    """Fast-path row sums below this mean the row's attention underflowed."""
+    return float(xp.finfo(dtype).smallest_normal) ** 0.5
+
+
 def _logit_floor(dtype, *, xp):
     """Logit whose exp times any mantissa-resolution value is still normal."""
     info = xp.finfo(dtype)
@@ -187,13 +196,13 @@ def head_keys(Z, log_sw, *, xp, degree=None):
     return bias, (None if bool(xp.all(weight == 1.0)) else weight)
 
 
-def attend_head(Q, Z, keys, R, *, xp, degree=None, **kw):
+def attend_head(Q, Z, keys, R, *, xp, degree=None, exact_zeros=True, **kw):
     """``attend`` (softmax) or ``attend_compact``: returns ``(E, E @ R, fallback)``
-    with ``fallback`` None for softmax."""
+    with ``fallback`` None for softmax. ``exact_zeros`` concerns softmax only
+    (compact weights are exactly zero outside the support anyway)."""
     bias, weight = keys
     if degree is None:
-        return (*attend(Q, Z, bias, R, xp=xp, **kw), None)
-    kw.pop("exact_zeros", None)
+        return (*attend(Q, Z, bias, R, xp=xp, exact_zeros=exact_zeros, **kw), None)
     return attend_compact(Q, Z, bias, weight, R, degree=degree, xp=xp, **kw)
 
 
@@ -215,16 +224,14 @@ def attend_compact(
 
     ``bias`` is ``-||z_j||^2 / 2``; ``weight`` the key weights (None: all one).
     ``R``'s last column must be ones. A query whose support holds no key with
-    positive weight (its row of ``E`` sums to less than ``_EMPTY_ROW_SUM``, or
+    positive weight (its row of ``E`` sums to less than ``EMPTY_ROW_SUMS``, or
     its squared norm could overflow) gets all its weight on its nearest such
     key instead, so its estimate is that key's target: never NaN, never a
     division by zero. Returns ``(E, M, fallback)`` with ``fallback`` a boolean
     (m,) array, or None when no row fell back.
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
-    info = xp.finfo(Q.dtype)
-    safe = math.sqrt(float(info.max)) / (4.0 * math.sqrt(Q.shape[1]))
-    huge = xp.max(xp.abs(Q), axis=1) > safe
+    huge = xp.max(xp.abs(Q), axis=1) > _largest_safe_entry(Q, xp=xp)
     any_huge = bool(xp.any(huge))
     # Such queries lie far outside every support; score them as the origin
     # (so nothing overflows) and let the fallback overwrite their rows.
@@ -239,7 +246,7 @@ def attend_compact(
         mask = keys[None, :] == exclude[:, None]
         E = xp.where(mask, xp.zeros_like(E), E)
     M = E @ R
-    empty = M[:, -1] < _EMPTY_ROW_SUM[E.dtype == xp.float32]
+    empty = M[:, -1] < EMPTY_ROW_SUMS[E.dtype == xp.float32]
     if any_huge:
         empty = empty | huge
     if not bool(xp.any(empty)):
@@ -257,7 +264,7 @@ def attend_compact(
 
 # Row sums of compact weights below these (float64, float32) count as an
 # empty support: ratios of subnormal sums lose their precision.
-_EMPTY_ROW_SUM = (2.0**-960, 2.0**-100)
+EMPTY_ROW_SUMS = (2.0**-960, 2.0**-100)
 
 
 def _nearest_key_fallback(Q, Z, bias, weight, R, E, M, empty, *, self_index, xp):
@@ -419,23 +426,53 @@ def _loo_forward(Z, Y, log_sw, *, xp, with_grad, workspace, degree=None):
             return None, None, None, None, Y_hat
         return Z, E, s, keys, degree, fallback, Y_hat
     # One pass over E for the forward values and everything G @ Z needs.
-    YZ = xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
+    YZ = _gradient_columns(Z, Y, xp=xp)
     E, M = attend(Z, Z, keys[0], YZ, xp=xp, leave_one_out=True, workspace=workspace)
     s = M[:, -1:]
     return Z, E, M, s, M[:, t * d + d : t * d + d + t] / s
 
 
+def _gradient_columns(Z, Y, *, xp):
+    """``[Y_k * Z ..., Z, Y, 1]``: what ``E @`` must meet for ``G @ Z``."""
+    n, t = Y.shape
+    ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
+    return xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
+
+
 def _loo_backward(Z, E, M, s, Y_hat, U, Y, *, xp):
-    """``L @ Z`` of one head (its gradient is ``-X^T L Z``) for upstream ``U``."""
+    """``L @ Z`` of one head (its gradient is ``-X^T L Z``) for upstream ``U``.
+
+    ``M = E @ _gradient_columns(Z, Y)`` comes from the forward pass; softmax
+    rows of ``G`` sum to zero, so ``L``'s diagonal is the column sums alone.
+    """
+    GZ, _, GtZ, colsum = _g_products(E, M, U, s, Y_hat, Z, Y, xp=xp)
+    return colsum * Z - GZ - GtZ
+
+
+def _loo_backward_compact(Z, E, s, keys, degree, fallback, Y_hat, U, Y, *, xp):
+    """``L @ Z`` of one compact-kernel head for upstream ``U``; overwrites ``E``."""
+    if fallback is not None:
+        U = xp.where(fallback[:, None], xp.zeros_like(U), U)
+    Ep = compact_derivative_inplace(E, degree, keys[1], xp=xp)
+    M = Ep @ _gradient_columns(Z, Y, xp=xp)
+    GZ, rowsum, GtZ, colsum = _g_products(Ep, M, U, s, Y_hat, Z, Y, xp=xp)
+    return (rowsum + colsum) * Z - GZ - GtZ
+
+
+def _g_products(E, M, U, s, Y_hat, Z, Y, *, xp):
+    """``G @ Z``, ``rowsum G``, ``G^T @ Z`` and ``colsum G`` (see
+    ``loo_loss_and_grad``) for ``G = sum_k diag(U_k / s) E diag(Y_k) -
+    diag(b) E``, from ``M = E @ _gradient_columns(Z, Y)`` and one pass over
+    ``E^T``."""
     t = Y.shape[1]
     d = Z.shape[1]
     aR = U / s  # (n, t)
     b = xp.sum(U * Y_hat, axis=1, keepdims=True) / s
     GZ = -b * M[:, t * d : t * d + d]
+    rowsum = -b * M[:, -1:]
     for k in range(t):
         GZ += aR[:, k : k + 1] * M[:, k * d : (k + 1) * d]
-
-    # One pass over E^T for G^T @ Z and the column sums of G.
+        rowsum += aR[:, k : k + 1] * M[:, t * d + d + k : t * d + d + k + 1]
     V = xp.concat([aR[:, k : k + 1] * Z for k in range(t)] + [b * Z, aR, b], axis=1)
     # (V^T E)^T, not E^T V: the same product, 1.6x faster through OpenBLAS.
     N = (V.T @ E).T
@@ -444,34 +481,7 @@ def _loo_backward(Z, E, M, s, Y_hat, U, Y, *, xp):
     for k in range(t):
         GtZ += Y[:, k : k + 1] * N[:, k * d : (k + 1) * d]
         colsum += Y[:, k : k + 1] * N[:, t * d + d + k : t * d + d + k + 1]
-    return colsum * Z - GZ - GtZ
-
-
-def _loo_backward_compact(Z, E, s, keys, degree, fallback, Y_hat, U, Y, *, xp):
-    """``L @ Z`` of one compact-kernel head for upstream ``U``; overwrites ``E``."""
-    n, t = Y.shape
-    d = Z.shape[1]
-    if fallback is not None:
-        U = xp.where(fallback[:, None], xp.zeros_like(U), U)
-    aR = U / s
-    b = xp.sum(U * Y_hat, axis=1, keepdims=True) / s
-    Ep = compact_derivative_inplace(E, degree, keys[1], xp=xp)
-    ones = xp.ones((n, 1), dtype=Z.dtype, device=device(Z))
-    YZ = xp.concat([Y[:, k : k + 1] * Z for k in range(t)] + [Z, Y, ones], axis=1)
-    M = Ep @ YZ
-    GZ = -b * M[:, t * d : t * d + d]
-    rowsum = -b * M[:, -1:]
-    for k in range(t):
-        GZ += aR[:, k : k + 1] * M[:, k * d : (k + 1) * d]
-        rowsum += aR[:, k : k + 1] * M[:, t * d + d + k : t * d + d + k + 1]
-    V = xp.concat([aR[:, k : k + 1] * Z for k in range(t)] + [b * Z, aR, b], axis=1)
-    N = (V.T @ Ep).T
-    GtZ = -N[:, t * d : t * d + d]
-    colsum = -N[:, -1:]
-    for k in range(t):
-        GtZ += Y[:, k : k + 1] * N[:, k * d : (k + 1) * d]
-        colsum += Y[:, k : k + 1] * N[:, t * d + d + k : t * d + d + k + 1]
-    return (rowsum + colsum) * Z - GZ - GtZ
+    return GZ, rowsum, GtZ, colsum
 
 
 def iter_head_attention(
@@ -582,10 +592,8 @@ def _tiled_softmax_estimates(Q, Z, Y, log_sw, *, xp, alpha):
     d = Z.shape[1] // n_heads
     dev = device(Z)
     Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
-    info = xp.finfo(Q.dtype)
-    safe = math.sqrt(float(info.max)) / (4.0 * math.sqrt(max(d, 1)))
     # Queries whose squared norm could overflow take attend's stable path.
-    far = m > 0 and float(xp.max(xp.abs(Q))) > safe
+    far = m > 0 and float(xp.max(xp.abs(Q))) > _largest_safe_entry(Q[:, :d], xp=xp)
     queries, keys, biases = [], [], []
     for h in range(n_heads):
         Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
@@ -598,7 +606,7 @@ def _tiled_softmax_estimates(Q, Z, Y, log_sw, *, xp, alpha):
         queries.append(xp.concat([Qh, ones, norms], axis=1))
         k_ones = xp.ones((n, 1), dtype=Z.dtype, device=dev)
         keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
-    floor_sum = float(info.smallest_normal) ** 0.5
+    floor_sum = _underflow_row_sum(Q.dtype, xp=xp)
     clamp = _logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None
 
     def head_block(task):

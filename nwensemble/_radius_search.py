@@ -24,6 +24,7 @@ from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
 from nwensemble._backend import to_numpy
 from nwensemble._kernels import support_radius
+from nwensemble._nw_math import EMPTY_ROW_SUMS
 
 # KDTree leaf size: 80 was the fastest of 10, 20, 40, 80 for a 4-d head at
 # n = 50 000 (0.87 s against 1.08 s with scikit-learn's default 40, 1 thread).
@@ -99,9 +100,9 @@ class SupportIndex:
         return sparse.csr_array((vals, (rows, cols)), shape=K.shape)
 
 
-# Row sums below this count as an empty support (the dense path's threshold
-# in float64; the sparse weights are computed in float64 whatever the input).
-_EMPTY_ROW_SUM = 2.0**-960
+# Row sums below this count as an empty support: the dense path's float64
+# threshold (the sparse weights are computed in float64 whatever the input).
+_EMPTY_ROW_SUM = EMPTY_ROW_SUMS[0]
 
 
 def build_support_index(Z, log_sw, *, n_heads, degree):
