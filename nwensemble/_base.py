@@ -8,6 +8,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -34,6 +35,7 @@ from nwensemble._backend import (
     to_numpy,
     where,
 )
+from nwensemble._duplicates import DuplicateIndex, blend, fit_duplicate_weight
 from nwensemble._features import FeatureMap
 from nwensemble._fitting import (
     fit_projection,
@@ -95,6 +97,7 @@ class BaseNWRegressor(
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "standardize": ["boolean", StrOptions({"power"})],
+        "duplicate_weight": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
         "warm_start": ["boolean"],
         "callback": [callable, None],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
@@ -189,9 +192,20 @@ class BaseNWRegressor(
         else:
             scale_np = np.ones(X.shape[1])
         p = X.shape[1]
+        # With the copies' blend on, the heads learn from the rows with their
+        # copies merged: leave-one-out then leaves a record out with all its
+        # copies, so that the heads learn to predict from other records (the
+        # blend serves the copies). Red wine (29 % of rows repeated), one
+        # head, 5-fold CV: the rows without copies 0.68 -> 0.65 RMSE.
+        self._duplicates = (
+            None if self.duplicate_weight == 0 else DuplicateIndex(X, Y, sw, xp=xp)
+        )
+        Xt, Yt, swt = Xs, Ys, sw
+        if self._duplicates is not None:
+            Xt, Yt, swt = self._duplicates.collapse(Xs, Ys, sw, xp=xp)
 
         W0 = initial_projection(
-            self, previous, Xs, Ys, sw, scale_np, n_heads=n_heads, rng=rng, xp=xp
+            self, previous, Xt, Yt, swt, scale_np, n_heads=n_heads, rng=rng, xp=xp
         )
         d = W0.shape[1] // n_heads
         shape = (d, p) if n_heads == 1 and self._single_head else (n_heads, d, p)
@@ -200,14 +214,14 @@ class BaseNWRegressor(
             return W.T.reshape(shape)
 
         start = time.perf_counter()
-        self._solver = self._choose_solver(sw)
+        self._solver = self._choose_solver(swt)
         fit = fit_projection_adam if self._solver == "adam" else fit_projection
         W, n_iter, n_fev, curve, result = fit(
             self,
             W0,
-            Xs,
-            Ys,
-            sw,
+            Xt,
+            Yt,
+            swt,
             n_heads=n_heads,
             diversity=diversity,
             as_components=as_components,
@@ -304,9 +318,11 @@ class BaseNWRegressor(
         R = np.tensordot(np.asarray(head_weights), residuals, axes=1)  # (m, t)
         # The ensemble's leave-one-out predictions (of the rows in _loo_rows,
         # all when None), for scoring without refits.
-        self._loo_prediction = xp.take(self._y_fit, rows, axis=0) + xp.asarray(
+        Y_rows = xp.take(self._y_fit, rows, axis=0)
+        self._loo_prediction = Y_rows + xp.asarray(
             R, dtype=self._y_fit.dtype, device=dev
         )
+        self._fit_duplicate_weight(rows, Y_rows, sw, xp=xp)
         spread = to_numpy(
             loo_spread(
                 self._z_fit,
@@ -323,6 +339,29 @@ class BaseNWRegressor(
         self._noise_std = xp.asarray(
             np.sqrt(sigma2), dtype=self._y_fit.dtype, device=device(self._y_fit)
         )
+
+    def _fit_duplicate_weight(self, rows, Y_rows, sw, *, xp):
+        """Set ``duplicate_weight_`` from the leave-one-out predictions of the
+        rows that have copies, and blend those predictions accordingly."""
+        rho = 0.0
+        if self._duplicates is not None:
+            w = xp.asarray(sw, dtype=self._y_fit.dtype, device=device(self._y_fit))
+            M, found = self._duplicates.left_out_means(rows, self._y_fit, w, xp=xp)
+            if self.duplicate_weight == "auto":
+                rho = fit_duplicate_weight(Y_rows, self._loo_prediction, M, found, sw)
+            else:
+                rho = float(self.duplicate_weight)
+            self._loo_prediction = blend(self._loo_prediction, M, found, rho, xp=xp)
+        if rho == 0.0:
+            self._duplicates = None  # nothing to look up at predict time
+        self.duplicate_weight_ = rho
+
+    def _copies(self, X, *, xp):
+        """``(group, found)`` of the queries' copies among the training rows,
+        or None when the model does not blend them in."""
+        if self._duplicates is None:
+            return None
+        return self._duplicates.lookup(X, xp=xp)
 
     @property
     def _n_heads(self):
@@ -388,7 +427,9 @@ class BaseNWRegressor(
         Returns
         -------
         y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
-            Convex combinations of training targets.
+            Convex combinations of training targets: the heads' NW estimate,
+            with ``duplicate_weight_`` of the mean target of the training rows
+            a query repeats exactly blended in (see ``duplicate_weight``).
         y_std : array of the shape of ``y_pred``
             Only with ``return_std``: the NW standard error
             ``sigma * sqrt(sum_i v_i(x)^2)``, with ``v(x)`` the (ensemble's)
@@ -401,8 +442,9 @@ class BaseNWRegressor(
         back = self._like_input(X)
         X, xp = self._check_predict_input(X, "predict")
         Q = self._project(X, xp=xp)
+        copies = self._copies(X, xp=xp)
         if not return_std:
-            Y_hat = self._predict_projected(Q, xp=xp)
+            Y_hat = self._blend_copies(self._predict_projected(Q, xp=xp), copies, xp=xp)
             return back(Y_hat[:, 0] if self._y_ndim == 1 else Y_hat)
         Y_hat, spread = nw_predict_with_spread(
             Q,
@@ -414,10 +456,47 @@ class BaseNWRegressor(
             head_weights=self._head_weights,
             kernel=self._kernel,
         )
+        if copies is not None:
+            Y_hat = self._blend_copies(Y_hat, copies, xp=xp)
+            spread = self._blended_spread(Q, spread, copies, xp=xp)
         Y_std = spread[:, None] * self._noise_std[None, :]
         if self._y_ndim == 1:
             return back(Y_hat[:, 0]), back(Y_std[:, 0])
         return back(Y_hat), back(Y_std)
+
+    def _blend_copies(self, Y_hat, copies, *, xp):
+        """The heads' estimate with ``duplicate_weight_`` of the copies' mean
+        target blended in, for queries that have copies."""
+        if copies is None:
+            return Y_hat
+        group, found = copies
+        M = self._duplicates.means(group, Y_hat.dtype, xp=xp)
+        return blend(Y_hat, M, found, self.duplicate_weight_, xp=xp)
+
+    def _blended_spread(self, Q, spread, copies, *, xp):
+        """``||v(x)||`` for the blended weights of the queries with copies.
+
+        Those queries' weights are formed explicitly, in blocks of bounded
+        memory; the others keep ``spread``.
+        """
+        group, found = copies
+        rows = xp.nonzero(found)[0]
+        if rows.shape[0] == 0:
+            return spread
+        parts = [
+            xp.sqrt(xp.sum(weights * weights, axis=1))
+            for weights in self._ensemble_weights(
+                xp.take(Q, rows, axis=0),
+                xp=xp,
+                copies=(xp.take(group, rows), xp.take(found, rows)),
+            )
+        ]
+        fixed = xp.astype(xp.concat(parts), spread.dtype)
+        # Scatter the recomputed rows back (array API: through a cumulative
+        # count instead of integer-array assignment).
+        position = xp.cumulative_sum(xp.astype(found, xp.int64)) - 1
+        position = xp.where(found, position, xp.zeros_like(position))
+        return xp.where(found, xp.take(fixed, position, axis=0), spread)
 
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.
@@ -428,8 +507,9 @@ class BaseNWRegressor(
             Query samples.
         head : int, default=None
             The head whose attention to return; None gives the ensemble's
-            weights ``sum_h head_weight_h * w_h(x)``, with which the prediction
-            is ``weights @ y_train``.
+            weights ``sum_h head_weight_h * w_h(x)`` (with the blend of a
+            query's exact copies, see ``duplicate_weight``), with which the
+            prediction is ``weights @ y_train``.
         top_k : int, default=None
             Return only the ``top_k`` largest weights of each query, with the
             rows they belong to. None returns all weights: for softmax an
@@ -468,19 +548,45 @@ class BaseNWRegressor(
                 f"top_k must be None or an int in [1, {n_fit}] (the training rows); "
                 f"got {top_k!r}."
             )
-        alpha = self._head_weights
         Q = self._project(X, xp=xp)
+        # The copies' blend belongs to the ensemble's weights, not a head's.
+        copies = self._copies(X, xp=xp) if head is None else None
         if self._support_index is not None and top_k is None:
-            return sparse_attention(
+            weights = sparse_attention(
                 Q,
                 self._support_index,
                 n_heads=H,
-                head_weights=alpha,
+                head_weights=self._head_weights,
                 head=head,
                 dtype=to_numpy(Q[:1, :1]).dtype,
             )
-        blocks, acc = [], None
-        for _, h, E, num, _ in iter_head_attention(
+            if copies is not None:
+                group, found = (to_numpy(a) for a in copies)
+                copy_weights = self._duplicates.sparse_copy_weights(group, found)
+                rho = self.duplicate_weight_
+                keep = sparse.diags_array(1.0 - rho * found.astype(np.float64))
+                weights = sparse.csr_array(
+                    keep @ weights + rho * copy_weights, dtype=weights.dtype
+                )
+            return weights
+        blocks = [
+            _top_k(weights, top_k, xp=xp)
+            for weights in self._ensemble_weights(Q, xp=xp, head=head, copies=copies)
+        ]
+        if top_k is None:
+            return back(blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0))
+        weights = xp.concat([b[0] for b in blocks], axis=0)
+        indices = xp.concat([b[1] for b in blocks], axis=0)
+        return back(weights), back(indices)
+
+    def _ensemble_weights(self, Q, *, xp, head=None, copies=None):
+        """Dense attention of consecutive blocks of ``Q`` on the training rows:
+        head ``head``'s, or the ensemble's (``head=None``) with the copies'
+        blend for the queries in ``copies`` (``(group, found)`` of all ``Q``).
+        Yields one (block, n_samples_fit) array per block."""
+        H = self._n_heads
+        acc = None
+        for rows, h, E, num, _ in iter_head_attention(
             Q,
             self._z_fit,
             self._y_fit,
@@ -493,15 +599,16 @@ class BaseNWRegressor(
                 continue
             part = E / num[:, -1:]
             if head is None and H > 1:
-                part = alpha[h] * part
+                part = self._head_weights[h] * part
             acc = part if (head is not None or h == 0) else acc + part
             if head is not None or h == H - 1:
-                blocks.append(_top_k(acc, top_k, xp=xp))
-        if top_k is None:
-            return back(blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0))
-        weights = xp.concat([b[0] for b in blocks], axis=0)
-        indices = xp.concat([b[1] for b in blocks], axis=0)
-        return back(weights), back(indices)
+                if copies is not None:
+                    group, found = (a[rows] for a in copies)
+                    C = self._duplicates.copy_weights(
+                        group, found, xp.exp(self._log_sw), xp=xp
+                    )
+                    acc = blend(acc, C, found, self.duplicate_weight_, xp=xp)
+                yield acc
 
     def _project(self, X, *, xp):
         return self._features.transform(X, xp=xp) @ self._W_model

@@ -34,6 +34,19 @@ _COARSE_TOL_FACTOR = 10.0
 _SCALE_SEARCH_SIZE = 512
 # Candidate inverse bandwidths, in units of 1 / (typical projected spread).
 _SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
+# Factors tried on each direction of a head, one at a time, after the head's
+# common scale (``init`` 'identity' or 'pca' only), and the sweeps over the
+# directions. One scale for all directions lands where the narrowest useful
+# direction wants it; on yacht (one steep feature) every other direction is
+# then so narrow that each row attends to one neighbour, the gradient
+# vanishes and L-BFGS stops in 3 iterations. 5-fold CV, one full-rank head,
+# test RMSE without / with the search: yacht 6.73 / 1.02, energy 0.98 / 0.50,
+# concrete 5.28 / 5.25, airfoil 1.620 / 1.625, wine 0.617 / 0.623, abalone
+# 2.145 / 2.202, auto-mpg 2.55 / 2.79 (geometric mean against HistGB 1.23 /
+# 0.87). Random directions (several heads) have no meaning of their own and
+# did worse with it (energy, 4 heads: 0.62 / 0.87).
+_DIRECTION_FACTORS = 2.0 ** np.arange(-3.0, 3.5)
+_DIRECTION_SWEEPS = 2
 # early_stopping="auto" holds out rows from this many positive-weight samples on.
 _EARLY_STOPPING_MIN_ROWS = 50
 # ... and below this many rows per learned parameter. Measured with 5-fold CV,
@@ -90,6 +103,7 @@ def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp)
             init = "random"
         else:
             init = "pca" if d < p else "identity"
+    per_direction = init in ("identity", "pca")
     k = n_heads * d
     n_blocks = -(-k // p)  # sets of p orthonormal directions needed
     if init == "identity":
@@ -104,7 +118,17 @@ def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp)
         cov = (Xs_np * sw_np[:, None]).T @ Xs_np
         _, vecs = np.linalg.eigh(cov)
         W = np.tile(vecs[:, ::-1], n_blocks)[:, :k]
-    return _search_scales(W, n_heads, Xs, Ys, sw, kernel=est.kernel, rng=rng, xp=xp)
+    return _search_scales(
+        W,
+        n_heads,
+        Xs,
+        Ys,
+        sw,
+        kernel=est.kernel,
+        per_direction=per_direction,
+        rng=rng,
+        xp=xp,
+    )
 
 
 def _init_array(est, init, n_heads, p):
@@ -132,11 +156,15 @@ def _random_orthogonal(p, rng):
     return Q * np.sign(np.diag(R))
 
 
-def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, rng, xp):
+def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     """Scale each head's directions to its lowest leave-one-out loss.
 
     Scales are tried on a grid relative to the typical spread of the head's
     projected rows, on one subsample of at most ``_SCALE_SEARCH_SIZE`` rows.
+    With ``per_direction``, each direction's scale is then refined on its
+    own (``_DIRECTION_FACTORS``, coordinate-wise, ``_DIRECTION_SWEEPS``
+    times), so that directions along which the target varies fast start
+    narrow and the others wide.
     """
     Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
     d = W.shape[1] // n_heads
@@ -151,6 +179,47 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, rng, xp):
         W[:, cols] *= base * _best_scale(
             Wx * base, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp
         )
+        if per_direction and d > 1:
+            W[:, cols] = _search_direction_scales(
+                W[:, cols], Xs, Ys, sw, kernel=kernel, xp=xp
+            )
+    return W
+
+
+def _search_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
+    """Coordinate search over each column's scale of one head's ``W`` (p, d):
+    a column keeps the factor of ``_DIRECTION_FACTORS`` with the lowest
+    leave-one-out loss, the others held fixed."""
+    W = W.copy()
+    workspace = {}
+
+    def loss(W):
+        Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
+        value = loo_loss_and_grad(
+            Wx,
+            Xs,
+            Ys,
+            sw,
+            xp=xp,
+            return_grad=False,
+            workspace=workspace,
+            kernel=kernel,
+        )[0]
+        return value if math.isfinite(value) else math.inf
+
+    best = loss(W)
+    for _ in range(_DIRECTION_SWEEPS):
+        for j in range(W.shape[1]):
+            column = W[:, j].copy()
+            keep = column
+            for factor in _DIRECTION_FACTORS:
+                if factor == 1.0:
+                    continue
+                W[:, j] = column * factor
+                value = loss(W)
+                if value < best:
+                    best, keep = value, W[:, j].copy()
+            W[:, j] = keep
     return W
 
 

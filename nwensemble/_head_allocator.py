@@ -52,7 +52,8 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         ``'theory'``: fit the rule's allocation only. ``'cv'``: cross-validate
         the shortlist of head dimensions ``d*/2, d*-1, d*, d*+1, 2 d*`` (within
         ``[1, min(n_features, budget)]``), each with ``budget // head_dim``
-        heads (at most 32).
+        heads (at most 32), plus one head of dimension ``min(n_features,
+        budget)``.
 
     smoothness : float, default=1.0
         Constant ``c`` of the rule ``head_dim* = c log(n / 10)``: how wide a

@@ -223,3 +223,12 @@ def test_dask_backend_gives_the_same_scores(small):
     for key in ("mean_test_score", "split0_test_score", "split2_test_score"):
         assert_array_equal(on_dask.cv_results_[key], reference.cv_results_[key])
     assert on_dask.best_params_ == reference.best_params_
+
+
+def test_shortlist_holds_one_wide_head():
+    """Besides the allocations around the rule, one head as wide as the
+    budget and the features allow."""
+    for n, p, budget in [(300, 6, 6), (5000, 10, 4), (50, 3, 12)]:
+        allocations = candidate_allocations(n, p, budget, 1.0)
+        assert (1, min(p, budget)) in allocations
+        assert len(set(allocations)) == len(allocations)

@@ -304,3 +304,17 @@ def test_float32_end_to_end_matches_float64(friedman, standardize):
         X.astype(np.float32), y.astype(np.float32)
     )
     assert t32.predict(X[:5].astype(np.float32)).dtype == np.float32
+
+
+def test_random_directions_keep_one_scale_per_head():
+    """Random start directions mean nothing one by one: each head's
+    directions share the scale its search picked."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.0, 1.0, (300, 4))
+    y = np.exp(3.0 * X[:, 0]) + 0.05 * rng.standard_normal(300)
+    reg = MultiHeadNWRegressor(
+        n_heads=2, head_dim=2, init="random", max_iter=0, standardize=False
+    ).fit(X, y)
+    for head in reg.components_:
+        norms = np.linalg.norm(head, axis=1)
+        assert_allclose(norms, norms[0], rtol=1e-10)

@@ -337,3 +337,15 @@ def test_query_far_beyond_a_tiny_spread_feature():
     reg = NWAttentionRegressor(max_iter=0, random_state=0).fit(X, y)
     pred = reg.predict(np.ones((2, 1)))
     assert_allclose(pred, [1.0, 1.0])
+
+
+def test_each_direction_gets_its_own_starting_scale():
+    """With init 'identity' each feature's starting scale is searched on its
+    own: the feature along which the target changes fast starts narrower
+    (a larger scale) than the features it does not depend on."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.0, 1.0, (300, 3))
+    y = np.exp(3.0 * X[:, 0]) + 0.05 * rng.standard_normal(300)
+    reg = NWAttentionRegressor(init="identity", max_iter=0, standardize=False)
+    scales = np.abs(np.diag(reg.fit(X, y).components_))
+    assert scales[0] > 2.0 * max(scales[1], scales[2])
