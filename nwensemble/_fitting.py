@@ -198,17 +198,7 @@ def _search_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
 
     def loss(W):
         Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
-        value = loo_loss_and_grad(
-            Wx,
-            Xs,
-            Ys,
-            sw,
-            xp=xp,
-            return_grad=False,
-            workspace=workspace,
-            kernel=kernel,
-        )[0]
-        return value if math.isfinite(value) else math.inf
+        return _loo_value(Wx, Xs, Ys, sw, kernel=kernel, workspace=workspace, xp=xp)
 
     best = loss(W)
     for _ in range(_DIRECTION_SWEEPS):
@@ -230,20 +220,19 @@ def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp):
     """The factor of ``grid`` that gives ``W`` the lowest leave-one-out loss."""
     workspace = {}
     losses = [
-        loo_loss_and_grad(
-            W * float(g),
-            Xs,
-            Ys,
-            sw,
-            xp=xp,
-            return_grad=False,
-            workspace=workspace,
-            kernel=kernel,
-        )[0]
+        _loo_value(W * float(g), Xs, Ys, sw, kernel=kernel, workspace=workspace, xp=xp)
         for g in grid
     ]
-    losses = np.nan_to_num(np.asarray(losses), nan=np.inf)
     return float(grid[int(np.argmin(losses))])
+
+
+def _loo_value(W, Xs, Ys, sw, *, kernel, workspace, xp):
+    """The leave-one-out loss at ``W`` (an array of ``Xs``'s namespace); inf
+    where it is not finite."""
+    value = loo_loss_and_grad(
+        W, Xs, Ys, sw, xp=xp, return_grad=False, workspace=workspace, kernel=kernel
+    )[0]
+    return value if math.isfinite(value) else math.inf
 
 
 def subsample(Xs, Ys, sw, size, *, rng, xp):
