@@ -1,5 +1,7 @@
 """Exact copies of a query among the training rows, and their blend."""
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -162,6 +164,9 @@ def test_estimator_on_strict_device(ns):
     assert reg.duplicate_weight_ == pytest.approx(ref.duplicate_weight_)
     assert_allclose(pred, ref.predict(X[:25]), rtol=1e-9)
     assert_allclose(weights @ y, pred, rtol=1e-9)
+    # Pickled, the index moves to the host with the rest of the model.
+    loaded = pickle.loads(pickle.dumps(reg))
+    assert_allclose(loaded.predict(X[:25]), pred, rtol=1e-12)
 
 
 @settings(max_examples=15, deadline=None)
