@@ -137,6 +137,17 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
             return list(pool.map(fn, tasks))
 
 
+def fill_masked(mask, values, other, *, xp):
+    """``other`` (n,) with its entries where ``mask`` is true replaced, in
+    order, by ``values`` (one per true entry).
+
+    The array API has no assignment through an integer array; each entry
+    takes its value through the running count of true entries instead.
+    """
+    rank = xp.clip(xp.cumulative_sum(xp.astype(mask, xp.int64)) - 1, 0, None)
+    return xp.where(mask, xp.take(values, rank, axis=0), other)
+
+
 def workspace_buffer(workspace, shape, like, *, xp):
     """A reusable buffer of ``shape`` from the ``workspace`` dict, or None.
 

@@ -27,6 +27,7 @@ from sklearn.utils.validation import (
 from nwensemble._backend import (
     compute_namespace,
     device,
+    fill_masked,
     get_namespace,
     like_input,
     move_to,
@@ -492,12 +493,9 @@ class BaseNWRegressor(
                 copies=(xp.take(group, rows), xp.take(found, rows)),
             )
         ]
-        fixed = xp.astype(xp.concat(parts), spread.dtype)
-        # Scatter the recomputed rows back (array API: through a cumulative
-        # count instead of integer-array assignment).
-        position = xp.cumulative_sum(xp.astype(found, xp.int64)) - 1
-        position = xp.where(found, position, xp.zeros_like(position))
-        return xp.where(found, xp.take(fixed, position, axis=0), spread)
+        return fill_masked(
+            found, xp.astype(xp.concat(parts), spread.dtype), spread, xp=xp
+        )
 
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.
@@ -563,7 +561,9 @@ class BaseNWRegressor(
             )
             if copies is not None:
                 group, found = (to_numpy(a) for a in copies)
-                copy_weights = self._duplicates.sparse_copy_weights(group, found)
+                copy_weights = self._duplicates.sparse_copy_weights(
+                    group, found, to_numpy(xp.exp(self._log_sw))
+                )
                 rho = self.duplicate_weight_
                 keep = sparse.diags_array(1.0 - rho * found.astype(np.float64))
                 weights = sparse.csr_array(
@@ -587,6 +587,8 @@ class BaseNWRegressor(
         Yields one (block, n_samples_fit) array per block."""
         H = self._n_heads
         acc = None
+        if copies is not None:
+            sw = xp.exp(self._log_sw)
         for rows, h, E, num, _ in iter_head_attention(
             Q,
             self._z_fit,
@@ -605,9 +607,7 @@ class BaseNWRegressor(
             if head is not None or h == H - 1:
                 if copies is not None:
                     group, found = (a[rows] for a in copies)
-                    C = self._duplicates.copy_weights(
-                        group, found, xp.exp(self._log_sw), xp=xp
-                    )
+                    C = self._duplicates.copy_weights(group, found, sw, xp=xp)
                     acc = blend(acc, C, found, self.duplicate_weight_, xp=xp)
                 yield acc
 

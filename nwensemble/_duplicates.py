@@ -91,7 +91,6 @@ class DuplicateIndex:
             xp.astype(sw > 0, xp.int64), order, starts, ends, xp=xp
         )
         self.train_group = group
-        self.row_weights = sw
 
     def collapse(self, X, Y, sw, *, xp):
         """``(X, Y, sw)`` with each group of identical rows merged into one
@@ -170,11 +169,11 @@ class DuplicateIndex:
         total = xp.sum(C, axis=1, keepdims=True)
         return C / xp.where(total > 0, total, xp.ones_like(total))
 
-    def sparse_copy_weights(self, group, found):
+    def sparse_copy_weights(self, group, found, sw):
         """``copy_weights`` as a host ``scipy.sparse.csr_array`` (float64),
-        from host ``group`` and ``found``."""
+        from host ``group``, ``found`` and training-row weights ``sw``."""
         train_group = to_numpy(self.train_group)
-        sw = to_numpy(self.row_weights).astype(np.float64)
+        sw = np.asarray(sw, dtype=np.float64)
         order = np.argsort(train_group, kind="stable")
         start = np.searchsorted(train_group[order], group, side="left")
         stop = np.searchsorted(train_group[order], group, side="right")

@@ -21,6 +21,7 @@ from sklearn import get_config
 from nwensemble._backend import (
     device,
     exp_inplace,
+    fill_masked,
     map_on_host_threads,
     matmul_into,
     maximum_inplace,
@@ -280,11 +281,10 @@ def _nearest_key_fallback(Q, Z, bias, weight, R, E, M, empty, *, self_index, xp)
         xp=xp,
         self_index=None if self_index is None else xp.take(self_index, rows, axis=0),
     )
-    # Spread the few rows' choices over all rows (-1 elsewhere) without
-    # integer-array assignment, which the array API does not have.
-    rank = xp.cumulative_sum(xp.astype(empty, xp.int64)) - 1
-    rank = xp.clip(rank, 0, None)
-    chosen = xp.where(empty, xp.take(nearest, rank, axis=0), xp.full_like(rank, -1))
+    # The few rows' choices spread over all rows (-1 elsewhere).
+    chosen = fill_masked(
+        empty, nearest, xp.full(empty.shape, -1, dtype=nearest.dtype, device=dev), xp=xp
+    )
     keys = xp.arange(Z.shape[0], device=dev)
     onehot = xp.astype(keys[None, :] == chosen[:, None], E.dtype)
     E = xp.where(empty[:, None], onehot, E)
