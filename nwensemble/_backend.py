@@ -16,12 +16,14 @@ from threadpoolctl import threadpool_limits
 
 
 def get_namespace(X):
-    """Return the array namespace and device that serve ``X``.
+    """Return the array namespace and device that serve the input ``X``.
 
-    CuPy input is always served on its GPU (the library's reason to exist on a GPU).
-    Any other non-NumPy array (for example ``array_api_strict``) is served in its
-    own namespace when scikit-learn's ``array_api_dispatch`` is on; otherwise the
-    array-API-compatible NumPy namespace is used, as scikit-learn does.
+    As in scikit-learn, a non-NumPy array (CuPy, ``array_api_strict``) is
+    served in its own namespace and on its own device when scikit-learn's
+    ``array_api_dispatch`` is on; otherwise the array-API-compatible NumPy
+    namespace is used, and scikit-learn's validation converts the input to
+    NumPy. CuPy refuses that conversion, so CuPy input with the dispatch off
+    raises an error that says what to do instead.
 
     Parameters
     ----------
@@ -35,14 +37,31 @@ def get_namespace(X):
     device : object
         Device of ``X`` (``"cpu"`` for NumPy).
     """
-    if array_api_compat.is_cupy_array(X) or (
-        get_config()["array_api_dispatch"]
+    dispatch = get_config()["array_api_dispatch"]
+    if array_api_compat.is_cupy_array(X) and not dispatch:
+        raise ValueError(
+            "CuPy input needs scikit-learn's array API dispatch: set "
+            "SCIPY_ARRAY_API=1 in the environment before importing scipy and "
+            "scikit-learn, and fit and predict inside "
+            "sklearn.config_context(array_api_dispatch=True). Or pass NumPy "
+            "arrays with device='cuda', which needs neither."
+        )
+    if (
+        dispatch
         and array_api_compat.is_array_api_obj(X)
         and not array_api_compat.is_numpy_array(X)
     ):
-        xp = array_api_compat.array_namespace(X)
-        return xp, array_api_compat.device(X)
+        return namespace_of(X)
     return np_compat, "cpu"
+
+
+def namespace_of(a):
+    """Namespace and device of an array the library made (a fitted array):
+    its own, whatever scikit-learn's dispatch flag (NumPy's
+    array-API-compatible namespace for NumPy)."""
+    if isinstance(a, np.ndarray) or array_api_compat.is_numpy_array(a):
+        return np_compat, "cpu"
+    return array_api_compat.array_namespace(a), array_api_compat.device(a)
 
 
 def compute_namespace(where_to, X):
@@ -56,6 +75,11 @@ def compute_namespace(where_to, X):
         return get_namespace(X)
     if where_to == "cpu":
         return np_compat, "cpu"
+    return gpu_namespace()
+
+
+def gpu_namespace():
+    """CuPy's namespace and the current GPU, for ``device='cuda'``."""
     try:
         import cupy
 
@@ -66,8 +90,7 @@ def compute_namespace(where_to, X):
             f"nwensemble[gpu]); here: {type(exc).__name__}: {exc}. Use "
             "device='cpu' or 'auto'."
         ) from exc
-    sample = cupy.empty(0)
-    return array_api_compat.array_namespace(sample), array_api_compat.device(sample)
+    return namespace_of(cupy.empty(0))
 
 
 def like_input(X):
@@ -98,6 +121,20 @@ def takes_out(xp):
     return array_api_compat.is_numpy_namespace(
         xp
     ) or array_api_compat.is_cupy_namespace(xp)
+
+
+def eager_host(xp):
+    """Whether ``xp`` computes eagerly on the host (NumPy).
+
+    There a check such as ``bool(xp.any(empty))`` that picks the cheaper path
+    costs nothing, and small tiles that stay in a core's cache pay off. A GPU
+    queues its work: every value read back waits until the queue has
+    drained, and every small operation costs a kernel launch. Elsewhere the
+    numerics therefore take the paths that need no check, in large blocks.
+    array_api_strict counts as a device here: it stands in for a GPU in the
+    tests, so those paths are tested on machines without one.
+    """
+    return array_api_compat.is_numpy_namespace(xp)
 
 
 def exp_inplace(A, *, xp):

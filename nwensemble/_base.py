@@ -31,6 +31,7 @@ from nwensemble._backend import (
     get_namespace,
     like_input,
     move_to,
+    namespace_of,
     same_namespace_or_raise,
     to_host,
     to_numpy,
@@ -148,17 +149,20 @@ class BaseNWRegressor(
         )
         xp, dev = get_namespace(X)
         X = _as_float(X, xp=xp)
+        # scikit-learn's checks see the input's arrays only: with the dispatch
+        # off they would turn arrays of another device into NumPy (which CuPy
+        # refuses).
+        sample_weight = move_to(sample_weight, xp=xp, device=dev)
+        sw = _check_sample_weight(sample_weight, X, dtype=X.dtype)
         if self.device != "auto":
             xp, dev = compute_namespace(self.device, X)
             X = move_to(X, xp=xp, device=dev)
         y = move_to(y, xp=xp, device=dev)
+        sw = move_to(sw, xp=xp, device=dev)
         Y = xp.astype(y, X.dtype)
         self._y_ndim = Y.ndim
         if Y.ndim == 1:
             Y = xp.reshape(Y, (-1, 1))
-        sample_weight = move_to(sample_weight, xp=xp, device=dev)
-        sw = _check_sample_weight(sample_weight, X, dtype=X.dtype)
-        sw = move_to(sw, xp=xp, device=dev)
         if not bool(xp.all(sw >= 0)):
             raise ValueError("sample_weight must be non-negative.")
         n_positive = int(xp.sum(xp.astype(sw > 0, xp.int64)))
@@ -311,7 +315,7 @@ class BaseNWRegressor(
         noise plus that of the estimate, ``v_i`` its weights on the other rows),
         so ``sigma^2 = sum_i sw_i r_i^2 / sum_i sw_i (1 + sum_j v_ij^2)``.
         """
-        xp, _ = get_namespace(self._y_fit)
+        xp, _ = namespace_of(self._y_fit)
         dev = device(self._y_fit)
         self._head_weights = head_weights
         rows = self._loo_rows
@@ -385,7 +389,7 @@ class BaseNWRegressor(
         X = _as_float(
             validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False), xp=xp
         )
-        fit_xp, fit_dev = get_namespace(self.components_)
+        fit_xp, fit_dev = namespace_of(self.components_)
         if where(X) != where(self.components_):
             X = move_to(X, xp=fit_xp, device=fit_dev)
         return X, fit_xp

@@ -301,7 +301,7 @@ def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="so
     grad = to_numpy(grad).astype(np.float64)
     if diversity > 0 and n_heads > 1:
         penalty, penalty_grad = diversity_penalty_and_grad(W, n_heads)
-        loss += diversity * penalty
+        loss += diversity * float(penalty)
         grad = grad + diversity * penalty_grad
     return loss, grad
 

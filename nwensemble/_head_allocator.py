@@ -362,11 +362,13 @@ def _fit_and_score_loo(estimator, X, y, fit_params, scorer):
     estimator.fit(X, y, **fit_params)
     fit_time = time.perf_counter() - start
     start = time.perf_counter()
-    loo = estimator._loo_prediction
+    # Scored beside y: the model may compute elsewhere (device='cuda').
+    back = estimator._like_input(X)
+    loo = back(estimator._loo_prediction)
     loo = loo[:, 0] if estimator._y_ndim == 1 else loo
     if estimator._loo_rows is not None:  # large n: a random subset of rows
         xp, _ = get_namespace(y)
-        y = xp.take(y, estimator._loo_rows, axis=0)
+        y = xp.take(y, back(estimator._loo_rows), axis=0)
     score = float(scorer(_Predictions(), loo, y))
     return estimator, score, fit_time, time.perf_counter() - start
 

@@ -10,7 +10,7 @@ from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from nwensemble._backend import device, get_namespace, to_numpy
+from nwensemble._backend import device, namespace_of, to_numpy
 from nwensemble._base import BaseNWRegressor
 from nwensemble.diagnostics._bvc import bvc_parts
 from nwensemble.diagnostics._subspaces import (
@@ -366,7 +366,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         residuals, sw, W_std = self._fit_heads(
             X, y, sample_weight, n_heads=H, diversity=self.diversity
         )
-        xp, dev = get_namespace(self._y_fit)
+        xp, dev = namespace_of(self._y_fit)
         dtype = self._y_fit.dtype
         if self.head_weights == "optimal":
             alpha = _optimal_head_weights(residuals, sw)

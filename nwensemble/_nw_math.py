@@ -20,6 +20,7 @@ from sklearn import get_config
 
 from nwensemble._backend import (
     device,
+    eager_host,
     exp_inplace,
     fill_masked,
     map_on_host_threads,
@@ -103,6 +104,10 @@ def attend(
     ``exact_zeros=False`` leaves negligible weights at ``exp(floor)`` (about
     1e-292 in float64) instead of zero, which saves a pass over the block;
     prediction uses it, float64 training does not (see ``_exp_logits``).
+
+    Off the host (``eager_host``) every block takes the stable path:
+    both checks of the fast path read a value back, which would wait for the
+    device's queue once per block; the row maximum costs one pass instead.
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
     mask = None
@@ -114,7 +119,9 @@ def attend(
     )
     # Queries whose squared norms could overflow go straight to the stable
     # path, whose logits q . z + bias do not square q.
-    known_stable = workspace is not None and workspace.get("stable", False)
+    known_stable = not eager_host(xp) or (
+        workspace is not None and workspace.get("stable", False)
+    )
     if known_stable or float(xp.max(xp.abs(Q))) > _largest_safe_entry(Q, xp=xp):
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
         return E, E @ R
@@ -188,13 +195,16 @@ def head_keys(Z, log_sw, *, xp, degree=None):
 
     Softmax folds the log weights into a per-key logit offset; a compact
     kernel multiplies its weights by ``w_j / max w`` instead (None when all
-    weights are equal, which saves a pass over every block).
+    weights are equal, which saves a pass over every block; checked only
+    where ``eager_host``).
     """
     if degree is None:
         return key_bias(Z, log_sw, xp=xp), None
     bias = -0.5 * xp.sum(Z * Z, axis=1)
     weight = xp.exp(log_sw - xp.max(log_sw))
-    return bias, (None if bool(xp.all(weight == 1.0)) else weight)
+    if eager_host(xp) and bool(xp.all(weight == 1.0)):
+        return bias, None
+    return bias, weight
 
 
 def attend_head(Q, Z, keys, R, *, xp, degree=None, exact_zeros=True, **kw):
@@ -230,13 +240,16 @@ def attend_compact(
     key instead, so its estimate is that key's target: never NaN, never a
     division by zero. Returns ``(E, M, fallback)`` with ``fallback`` a boolean
     (m,) array, or None when no row fell back.
+
+    Off the host (``eager_host``) the fallback runs for every block
+    (``fallback`` is then never None), as asking whether any row needs it
+    would wait for the device's queue.
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
     huge = xp.max(xp.abs(Q), axis=1) > _largest_safe_entry(Q, xp=xp)
-    any_huge = bool(xp.any(huge))
     # Such queries lie far outside every support; score them as the origin
     # (so nothing overflows) and let the fallback overwrite their rows.
-    Qs = xp.where(huge[:, None], xp.zeros_like(Q), Q) if any_huge else Q
+    Qs = xp.where(huge[:, None], xp.zeros_like(Q), Q)
     A = attention_logits(Qs, Z, bias, xp=xp, query_norms=True, out=out)
     E = compact_weights_inplace(A, degree, weight, xp=xp)
     if leave_one_out:
@@ -247,10 +260,8 @@ def attend_compact(
         mask = keys[None, :] == exclude[:, None]
         E = xp.where(mask, xp.zeros_like(E), E)
     M = E @ R
-    empty = M[:, -1] < EMPTY_ROW_SUMS[E.dtype == xp.float32]
-    if any_huge:
-        empty = empty | huge
-    if not bool(xp.any(empty)):
+    empty = (M[:, -1] < EMPTY_ROW_SUMS[E.dtype == xp.float32]) | huge
+    if eager_host(xp) and not bool(xp.any(empty)):
         return E, M, None
     self_index = None
     if leave_one_out:
@@ -270,21 +281,30 @@ EMPTY_ROW_SUMS = (2.0**-960, 2.0**-100)
 
 def _nearest_key_fallback(Q, Z, bias, weight, R, E, M, empty, *, self_index, xp):
     """Put all the weight of the ``empty`` rows on their nearest positive-weight
-    key (not the query's own row, ``self_index``), in ``E`` and ``M = E @ R``."""
+    key (not the query's own row, ``self_index``), in ``E`` and ``M = E @ R``.
+
+    On the host only the empty rows are searched; elsewhere every row is, as
+    selecting the rows (``nonzero``) would wait for the device to count them.
+    """
     dev = device(Q)
-    (rows,) = xp.nonzero(empty)
-    nearest = _nearest_keys(
-        xp.take(Q, rows, axis=0),
-        Z,
-        bias,
-        weight,
-        xp=xp,
-        self_index=None if self_index is None else xp.take(self_index, rows, axis=0),
-    )
-    # The few rows' choices spread over all rows (-1 elsewhere).
-    chosen = fill_masked(
-        empty, nearest, xp.full(empty.shape, -1, dtype=nearest.dtype, device=dev), xp=xp
-    )
+    if eager_host(xp):
+        (rows,) = xp.nonzero(empty)
+        nearest = _nearest_keys(
+            xp.take(Q, rows, axis=0),
+            Z,
+            bias,
+            weight,
+            xp=xp,
+            self_index=(
+                None if self_index is None else xp.take(self_index, rows, axis=0)
+            ),
+        )
+        # The few rows' choices spread over all rows (-1 elsewhere).
+        minus_one = xp.full(empty.shape, -1, dtype=nearest.dtype, device=dev)
+        chosen = fill_masked(empty, nearest, minus_one, xp=xp)
+    else:
+        nearest = _nearest_keys(Q, Z, bias, weight, xp=xp, self_index=self_index)
+        chosen = xp.where(empty, nearest, xp.full_like(nearest, -1))
     keys = xp.arange(Z.shape[0], device=dev)
     onehot = xp.astype(keys[None, :] == chosen[:, None], E.dtype)
     E = xp.where(empty[:, None], onehot, E)
@@ -297,10 +317,12 @@ def _nearest_keys(Q, Z, bias, weight, *, xp, self_index=None):
     """Index of the nearest key of positive weight for each query (not the
     query's own key ``self_index``), from logits ``q . z - ||z||^2 / 2``
     (which do not square ``q``, so they stay finite far from the data)."""
-    A = attention_logits(Q, Z, bias, xp=xp)
-    minus_inf = xp.asarray(-math.inf, dtype=A.dtype, device=device(A))
+    minus_inf = xp.asarray(-math.inf, dtype=bias.dtype, device=device(bias))
     if weight is not None:
-        A = xp.where((weight > 0)[None, :], A, minus_inf)
+        # -inf in the bias column rules the key out inside the product itself,
+        # which saves a pass over the (m, n) logits.
+        bias = xp.where(weight > 0, bias, minus_inf)
+    A = attention_logits(Q, Z, bias, xp=xp)
     if self_index is not None:
         keys = xp.arange(Z.shape[0], device=device(Z))
         A = xp.where(keys[None, :] == self_index[:, None], minus_inf, A)
@@ -550,12 +572,17 @@ def nw_predict(Q, Z, Y, log_sw, *, xp, n_heads=1, head_weights=None, kernel="sof
     """NW estimates of the head ensemble for projected queries ``Q``.
 
     ``head_weights`` (a sequence of ``n_heads`` floats; uniform when None)
-    combines the heads. Returns an array of shape (m, t). Softmax heads run
-    through ``_tiled_softmax_estimates``; compact kernels through the blocks
-    of ``iter_head_attention``.
+    combines the heads. Returns an array of shape (m, t). Softmax heads on
+    the host run through ``_tiled_softmax_estimates``; compact kernels, and
+    every kernel off the host (``eager_host``), through the blocks of
+    ``iter_head_attention``. On a GPU the tiles, sized for a core's cache,
+    would each cost several kernel launches, and every row of tiles a
+    read-back (at 20 000 queries on 100 000 rows, about 15 000 tiles per
+    head), while the blocks, sized by ``working_memory`` (see
+    ``_chunk_rows``), number about 15 per head in float32.
     """
     alpha = _head_weights_or_uniform(head_weights, n_heads)
-    if kernel_degree(kernel) is None:
+    if kernel_degree(kernel) is None and eager_host(xp):
         return _tiled_softmax_estimates(Q, Z, Y, log_sw, xp=xp, alpha=alpha)
     blocks = []
     for rows, h, _, num, _ in iter_head_attention(
@@ -792,11 +819,15 @@ def _chunk_rows(n_queries, n_train, dtype, *, xp, n_blocks=2):
     in float32), before plain prediction moved to the tiles of
     ``_tiled_softmax_estimates``. But a block keeps at least
     ``_MIN_BLOCK_ROWS`` rows (at n_train = 90 000, 32 MiB would leave 23),
-    within ``working_memory``.
+    within ``working_memory``. Off the host (``eager_host``) the blocks fill
+    ``working_memory``: a GPU has no small cache to fit, and every block
+    costs its own kernel launches.
     """
     itemsize = 4 if dtype == xp.float32 else 8
     per_row = n_blocks * itemsize * max(n_train, 1)
     allowed = int(get_config()["working_memory"] * 2**20 // per_row)
+    if not eager_host(xp):
+        return int(min(max(allowed, 1), max(n_queries, 1)))
     preferred = max(int(_BLOCK_BUDGET_MIB * 2**20 // per_row), _MIN_BLOCK_ROWS)
     rows = min(allowed, preferred)
     return int(min(max(rows, 1), max(n_queries, 1)))

@@ -3,10 +3,13 @@
 Each step draws ``batch_size`` training rows; every row of the batch queries
 the others (leave-one-out), so the batch is both the queries and the sampled
 candidate keys, and a step costs O(batch_size^2 d). An epoch has
-``n / batch_size`` steps, so it costs time linear in n. All n-sized work and
-the Adam state stay in the array's namespace and on its device; nothing
-returns to the host inside the loop but the shuffled row indices (and, with
-``diversity > 0``, the small parameter matrix for the penalty).
+``n / batch_size`` steps, so it costs time linear in n. All n-sized work, the
+Adam state and the diversity penalty stay in the array's namespace and on its
+device. A step reads nothing back from the device (off the host the attention
+takes the paths that need no check, see ``_backend.eager_host``): the
+shuffled order goes to the device once per epoch, and the epoch's loss, its
+held-out loss (for early stopping) and, with a ``callback``, the components
+come back once per epoch.
 
 A kernel fitted on batches of b rows sees b / n of the neighbours it will see
 at prediction, so its bandwidth is tuned for sparser data. After training,
@@ -71,14 +74,13 @@ def fit_projection_adam(
     status = 1
     epochs = 0
     for epoch in range(est.max_iter):
-        order = positive[rng.permutation(n)]
+        order = xp.asarray(positive[rng.permutation(n)], device=dev)
         epoch_loss = None
         n_batches = 0
         for s in range(0, n - 1, batch):
-            rows = order[s : s + batch]
-            if rows.shape[0] < 2:
+            idx = order[s : min(s + batch, n)]
+            if idx.shape[0] < 2:
                 continue
-            idx = xp.asarray(rows, device=dev)
             swb = xp.take(swt, idx, axis=0)
             loss, grad = loo_loss_and_grad(
                 W,
@@ -92,9 +94,8 @@ def fit_projection_adam(
                 kernel=est.kernel,
             )
             if diversity > 0 and n_heads > 1:
-                W_host = to_numpy(W).astype(np.float64)
-                _, pgrad = diversity_penalty_and_grad(W_host, n_heads)
-                grad = grad + diversity * xp.asarray(pgrad, dtype=W.dtype, device=dev)
+                _, pgrad = diversity_penalty_and_grad(W, n_heads, xp=xp)
+                grad = grad + diversity * pgrad
             n_steps += 1
             m = b1 * m + (1.0 - b1) * grad
             v = b2 * v + (1.0 - b2) * grad * grad

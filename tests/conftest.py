@@ -81,3 +81,26 @@ def friedman():
     from sklearn.datasets import make_friedman1
 
     return make_friedman1(n_samples=200, n_features=6, noise=0.5, random_state=0)
+
+
+@pytest.fixture
+def count_read_backs(monkeypatch):
+    """Count every value read back from array_api_strict arrays into Python or
+    NumPy (``float``, ``bool``, ``int``, DLPack, ``__array__``): on a GPU each
+    one waits for the device. Returns the namespace and a dict whose ``"n"``
+    holds the count."""
+    xps = pytest.importorskip("array_api_strict")
+    Array = type(xps.asarray(0.0))
+    counts = {"n": 0}
+
+    def counted(method):
+        def wrapper(self, *args, **kwargs):
+            counts["n"] += 1
+            return method(self, *args, **kwargs)
+
+        return wrapper
+
+    names = ("__float__", "__bool__", "__int__", "__index__", "__complex__")
+    for name in (*names, "__dlpack__", "__array__"):
+        monkeypatch.setattr(Array, name, counted(getattr(Array, name)))
+    return xps, counts

@@ -153,7 +153,7 @@ def test_device_cuda_returns_numpy_for_numpy_input(friedman):
 
 @pytest.mark.gpu
 def test_cupy_fit_predict_match_numpy():
-    """CuPy input fits and predicts on the GPU, matching NumPy."""
+    """CuPy input (dispatch on) fits and predicts on the GPU, matching NumPy."""
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
     try:
         cupy.cuda.runtime.getDeviceCount()
@@ -162,9 +162,98 @@ def test_cupy_fit_predict_match_numpy():
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((200, 4)), rng.standard_normal(200)
     ref = NWAttentionRegressor(random_state=0, max_iter=20).fit(X, y)
-    reg = NWAttentionRegressor(random_state=0, max_iter=20).fit(
-        cupy.asarray(X), cupy.asarray(y)
-    )
-    pred = reg.predict(cupy.asarray(X))
+    with config_context(array_api_dispatch=True):
+        reg = NWAttentionRegressor(random_state=0, max_iter=20).fit(
+            cupy.asarray(X), cupy.asarray(y)
+        )
+        pred = reg.predict(cupy.asarray(X))
     assert isinstance(pred, cupy.ndarray)
     assert_allclose(cupy.asnumpy(pred), ref.predict(X), rtol=1e-6)
+
+
+@pytest.fixture
+def gpu_stand_in(monkeypatch):
+    """array_api_strict's second device in CuPy's place for ``device='cuda'``,
+    its arrays refusing implicit conversion to NumPy as CuPy's do: what
+    ``device='cuda'`` does with NumPy input (scikit-learn's dispatch off) runs
+    on machines without a GPU."""
+    xps = pytest.importorskip("array_api_strict")
+    import nwensemble._backend as backend
+
+    dev = xps.Device("device1")
+    monkeypatch.setattr(backend, "gpu_namespace", lambda: (xps, dev))
+    Array = type(xps.asarray(0.0))
+
+    def refuse(self, *args, **kwargs):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed.")
+
+    monkeypatch.setattr(Array, "__array__", refuse)
+    return xps, dev
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "biweight"])
+def test_device_cuda_with_numpy_input_and_dispatch_off(gpu_stand_in, kernel):
+    """Fit (with sample weights), every output and pickling: fitted arrays on
+    the device, NumPy out, and the same numbers as a NumPy fit."""
+    from nwensemble.diagnostics import bvc_decomposition, support_fallback
+
+    _, dev = gpu_stand_in
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 4)), rng.standard_normal(120)
+    sw = rng.uniform(0.5, 2.0, 120)
+    params = dict(n_heads=2, head_dim=2, kernel=kernel, max_iter=5, random_state=0)
+    ref = MultiHeadNWRegressor(**params).fit(X, y, sample_weight=sw)
+    reg = MultiHeadNWRegressor(device="cuda", **params).fit(X, y, sample_weight=sw)
+    assert reg.components_.device == dev
+    pred, std = reg.predict(X[:20], return_std=True)
+    outputs = [
+        pred,
+        std,
+        reg.transform(X[:20]),
+        support_fallback(reg, X[:20]),
+    ]
+    for out in outputs:
+        assert isinstance(out, np.ndarray)
+    assert_allclose(pred, ref.predict(X[:20]), rtol=1e-7)
+    weights = reg.attention_weights(X[:20])
+    dense = weights.toarray() if hasattr(weights, "toarray") else weights
+    assert isinstance(dense, np.ndarray)
+    assert_allclose(dense @ y, pred, rtol=1e-9)
+    assert np.isfinite(reg.score(X, y))
+    parts = bvc_decomposition(reg, X, y, n_resamples=3, random_state=0)
+    assert np.isfinite(parts.mse)
+    loaded = pickle.loads(pickle.dumps(reg))
+    assert isinstance(loaded.components_, np.ndarray)
+    # The host sums the blocks in another order: the last bits differ.
+    assert_allclose(loaded.predict(X[:20]), pred, rtol=1e-12)
+
+
+@pytest.mark.parametrize("cv", [3, None])
+def test_head_allocator_on_device_cuda_with_dispatch_off(gpu_stand_in, cv, monkeypatch):
+    """The allocator's scores (cross-validated, or leave-one-out without
+    refits, here on a subset of rows) and its refit run on the device when
+    its estimator has device='cuda'; NumPy in, NumPy out."""
+    monkeypatch.setattr("nwensemble._base.LOO_STATS_ROWS", 100)
+    rng = np.random.default_rng(1)
+    X, y = rng.standard_normal((150, 4)), rng.standard_normal(150)
+    est = MultiHeadNWRegressor(device="cuda", max_iter=3, random_state=0)
+    alloc = HeadAllocator(estimator=est, budget=4, cv=cv).fit(X, y)
+    assert isinstance(alloc.predict(X[:5]), np.ndarray)
+    assert np.isfinite(alloc.cv_results_["mean_test_score"]).all()
+
+
+def test_cupy_input_with_dispatch_off_says_what_to_do(monkeypatch):
+    """CuPy refuses scikit-learn's conversion to NumPy, so CuPy input needs
+    the dispatch on; the error names the two ways (stand-in: strict input
+    taken for CuPy)."""
+    xps = pytest.importorskip("array_api_strict")
+    import array_api_compat
+
+    monkeypatch.setattr(
+        array_api_compat,
+        "is_cupy_array",
+        lambda a: type(a).__module__.startswith("array_api_strict"),
+    )
+    X = xps.asarray(np.ones((10, 2)))
+    with pytest.raises(ValueError, match="CuPy input needs scikit-learn's array API"):
+        NWAttentionRegressor().fit(X, xps.asarray(np.arange(10.0)))

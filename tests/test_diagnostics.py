@@ -118,6 +118,21 @@ def test_penalty_gradient_matches_finite_differences():
     assert_allclose(f(W.ravel()), 2 * 3 * (1 - head_diversity_index(C)))
 
 
+def test_penalty_on_the_arrays_device(ns):
+    """The stochastic solver takes the penalty where ``W`` lives: the same
+    value and gradient in every namespace, the gradient on ``W``'s device."""
+    import array_api_compat
+
+    W = np.random.default_rng(1).standard_normal((7, 6))
+    ref_penalty, ref_grad = diversity_penalty_and_grad(W, 3)
+    Wx = ns.asarray(W)
+    penalty, grad = diversity_penalty_and_grad(
+        Wx, 3, xp=array_api_compat.array_namespace(Wx)
+    )
+    assert_allclose(ns.check_output(grad), ref_grad, rtol=1e-10, atol=1e-12)
+    assert_allclose(float(penalty), float(ref_penalty), rtol=1e-12)
+
+
 @pytest.mark.parametrize("t", [1, 2])
 def test_joint_objective_gradient_with_diversity(t):
     """The training objective (ensemble LOO loss + diversity term) and its

@@ -272,3 +272,34 @@ def test_tiled_threaded_prediction_equals_explicit_weights(monkeypatch, dtype, r
     assert got.dtype == dtype
     V = sum(a * w for a, w in zip(alpha, P))
     assert_allclose(got, V @ Y, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "biweight"])
+def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, kernel):
+    """On a device (array_api_strict stands in), predicting 400 queries in 40
+    blocks reads back no more than predicting 20 in one, and gives the host's
+    estimates."""
+    import array_api_compat
+    from sklearn import config_context
+
+    from nwensemble._backend import to_numpy
+
+    xps, counts = count_read_backs
+    rng = np.random.default_rng(0)
+    Q, Z = rng.standard_normal((400, 4)), rng.standard_normal((300, 4))
+    Y = rng.standard_normal((300, 1))
+    log_sw = np.zeros(300)
+    ref = nw_predict(Q, Z, Y, log_sw, xp=np, n_heads=2, kernel=kernel)
+    dev = xps.Device("device1")
+    read_backs = {}
+    # 10 rows per block (two (rows, 300) float64 blocks in 0.05 MiB), or all.
+    for m, memory in ((400, 0.05), (20, 1024)):
+        args = [xps.asarray(a, device=dev) for a in (Q[:m], Z, Y, log_sw)]
+        xp = array_api_compat.array_namespace(args[0])
+        counts["n"] = 0
+        with config_context(working_memory=memory):
+            out = nw_predict(*args, xp=xp, n_heads=2, kernel=kernel)
+        read_backs[m] = counts["n"]
+        assert out.device == dev
+        assert_allclose(to_numpy(out), ref[:m], rtol=1e-10)
+    assert read_backs[400] == read_backs[20]

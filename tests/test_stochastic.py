@@ -81,3 +81,41 @@ def test_batch_size_is_validated():
     X, y = make_friedman1(n_samples=60, random_state=0)
     with pytest.raises(ValueError, match="batch_size"):
         NWAttentionRegressor(solver="adam", batch_size=1).fit(X, y)
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
+@pytest.mark.parametrize(
+    "Estimator, params",
+    [
+        (NWAttentionRegressor, {}),
+        (MultiHeadNWRegressor, {"n_heads": 3, "head_dim": 2, "diversity": 0.1}),
+    ],
+)
+def test_adam_steps_read_nothing_back(count_read_backs, kernel, Estimator, params):
+    """On a device (array_api_strict's second one here) a step reads nothing
+    back: the same epochs with four times as many steps read back exactly as
+    often (once per epoch for the losses, plus the set-up)."""
+    from sklearn import config_context
+
+    xps, counts = count_read_backs
+    X, y = make_friedman1(n_samples=600, n_features=5, noise=0.5, random_state=0)
+    dev = xps.Device("device1")
+    read_backs = {}
+    for batch_size in (200, 50):
+        counts["n"] = 0
+        reg = Estimator(
+            solver="adam",
+            batch_size=batch_size,
+            max_iter=3,
+            n_iter_no_change=10,
+            kernel=kernel,
+            random_state=0,
+            **params,
+        )
+        with config_context(array_api_dispatch=True), pytest.warns(ConvergenceWarning):
+            reg.fit(xps.asarray(X, device=dev), xps.asarray(y, device=dev))
+        assert reg.n_iter_ == 3
+        read_backs[batch_size] = (counts["n"], reg.n_fev_)
+    (few, few_steps), (many, many_steps) = read_backs[200], read_backs[50]
+    assert many_steps >= 3 * few_steps  # the steps differ ...
+    assert many == few  # ... the read-backs do not

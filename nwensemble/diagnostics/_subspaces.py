@@ -5,8 +5,9 @@ and the smooth diversity penalty the estimators train with."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numpy as np
+from array_api_compat import numpy as np_compat
 
-from nwensemble._backend import to_numpy
+from nwensemble._backend import device, to_numpy
 
 
 def _as_heads(components):
@@ -173,19 +174,23 @@ def head_diversity_index(components):
     return float(np.clip(1.0 - pairs.mean(), 0.0, 1.0))
 
 
-def diversity_penalty_and_grad(W, n_heads):
+def diversity_penalty_and_grad(W, n_heads, *, xp=None):
     """``sum_{h<g} ||U_h^T U_g||_F^2`` of side-by-side heads, and its gradient.
 
     Parameters
     ----------
-    W : ndarray of shape (p, n_heads * d)
+    W : array of shape (p, n_heads * d)
         Head ``h`` is columns ``h * d : (h + 1) * d``.
     n_heads : int
+    xp : namespace, default=None
+        Namespace of ``W`` (NumPy when None). The stochastic solver keeps ``W``
+        on its device, so the penalty is computed there too: taking it on the
+        host would read ``W`` back at every step.
 
     Returns
     -------
-    penalty : float
-    grad : ndarray of shape (p, n_heads * d)
+    penalty : 0-d array
+    grad : array of shape (p, n_heads * d)
 
     Notes
     -----
@@ -197,23 +202,24 @@ def diversity_penalty_and_grad(W, n_heads):
     ``2 (A_h Q_h - Q_h Q_h^T A_h Q_h) R_h^{-T}`` without forming any p x p
     matrix. The penalty ignores the scale of each head (its bandwidth).
     """
+    xp = np_compat if xp is None else xp
     p, Hd = W.shape
     d = Hd // n_heads
-    QR = [np.linalg.qr(W[:, h * d : (h + 1) * d]) for h in range(n_heads)]
-    Qs = [q for q, _ in QR]
-    penalty = 0.0
-    grad = np.zeros_like(W)
+    QR = [xp.linalg.qr(W[:, h * d : (h + 1) * d]) for h in range(n_heads)]
+    Qs = [f.Q for f in QR]
+    penalty = xp.zeros((), dtype=W.dtype, device=device(W))
+    grads = []
     for h in range(n_heads):
         # A_h Q_h = sum_{g != h} Q_g (Q_g^T Q_h)
-        AQ = np.zeros((p, d))
+        AQ = xp.zeros((p, d), dtype=W.dtype, device=device(W))
         for g in range(n_heads):
             if g == h:
                 continue
             overlap = Qs[g].T @ Qs[h]
-            AQ += Qs[g] @ overlap
+            AQ = AQ + Qs[g] @ overlap
             if g > h:
-                penalty += float(np.sum(overlap**2))
+                penalty = penalty + xp.sum(overlap**2)
         inner = AQ - Qs[h] @ (Qs[h].T @ AQ)
         # pinv: equal to the inverse for a full-rank head, finite otherwise.
-        grad[:, h * d : (h + 1) * d] = 2.0 * inner @ np.linalg.pinv(QR[h][1]).T
-    return penalty, grad
+        grads.append(2.0 * inner @ xp.linalg.pinv(QR[h].R).T)
+    return penalty, xp.concat(grads, axis=1)
