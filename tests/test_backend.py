@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
+from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._backend import (
@@ -226,6 +227,31 @@ def test_device_cuda_with_numpy_input_and_dispatch_off(gpu_stand_in, kernel):
     assert isinstance(loaded.components_, np.ndarray)
     # The host sums the blocks in another order: the last bits differ.
     assert_allclose(loaded.predict(X[:20]), pred, rtol=1e-12)
+
+
+def test_device_cuda_adam_with_repeated_rows_and_dispatch_off(gpu_stand_in):
+    """The stochastic solver and the repeated rows' blend through the stand-in:
+    float32 in, float32 NumPy out, the copies' index on the device, and the
+    same predictions as a NumPy fit."""
+    _, dev = gpu_stand_in
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((150, 3)).astype(np.float32)
+    y = (X[:, 0] + 0.3 * rng.standard_normal(150)).astype(np.float32)
+    X, y = np.vstack([X, X[:40]]), np.r_[y, y[:40]]  # 40 records repeated
+    params = dict(solver="adam", batch_size=64, max_iter=4, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        ref = NWAttentionRegressor(**params).fit(X, y)
+    with pytest.warns(ConvergenceWarning):
+        reg = NWAttentionRegressor(device="cuda", **params).fit(X, y)
+    assert reg.duplicate_weight_ > 0
+    assert reg._duplicates.rows.device == dev
+    pred, std = reg.predict(X[:50], return_std=True)
+    assert pred.dtype == np.float32 and isinstance(std, np.ndarray)
+    assert_allclose(pred, ref.predict(X[:50]), rtol=1e-4, atol=1e-5)
+    weights, rows = reg.attention_weights(X[:50], top_k=5)
+    assert isinstance(weights, np.ndarray) and isinstance(rows, np.ndarray)
+    loaded = pickle.loads(pickle.dumps(reg))
+    assert_allclose(loaded.predict(X[:50]), pred, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("cv", [3, None])
