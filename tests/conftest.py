@@ -65,8 +65,15 @@ class Namespace:
 
 
 # array_api_strict's second device catches arrays that silently land on the
-# default device (a stand-in for a GPU on machines without one).
-NAMESPACES = ["numpy", "array_api_strict", "array_api_strict_device1"]
+# default device (a stand-in for a GPU on machines without one). CuPy runs
+# the same tests where a GPU is present (``pytest -m gpu`` selects them) and
+# skips them with a reason elsewhere.
+NAMESPACES = [
+    "numpy",
+    "array_api_strict",
+    "array_api_strict_device1",
+    pytest.param("cupy", marks=pytest.mark.gpu),
+]
 
 
 @pytest.fixture(params=NAMESPACES)
