@@ -77,9 +77,26 @@ NAMESPACES = [
 
 
 @pytest.fixture(params=NAMESPACES)
-def ns(request):
-    """Run a test under each array namespace."""
-    return Namespace(request.param)
+def ns(request, monkeypatch):
+    """Run a test under each array namespace.
+
+    On array_api_strict's second device, arrays refuse ``np.asarray`` as
+    CuPy's do, so that a silent conversion to NumPy (a hidden copy to the
+    host, an error on a GPU) fails the test; explicit copies (``to_numpy``,
+    through DLPack) still work.
+    """
+    space = Namespace(request.param)
+    if request.param == "array_api_strict_device1":
+        Array = type(space.xp.asarray(0.0))
+
+        def refuse(self, *args, **kwargs):
+            raise TypeError(
+                "Implicit conversion to a NumPy array is not allowed (as for "
+                "CuPy); copy explicitly."
+            )
+
+        monkeypatch.setattr(Array, "__array__", refuse)
+    return space
 
 
 @pytest.fixture
