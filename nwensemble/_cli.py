@@ -50,16 +50,24 @@ def _demo(args, out):
         },
         scoring="neg_root_mean_squared_error",
     )
+    nw = dict(device=args.device, random_state=args.random_state)
+    if args.device == "cuda":
+        from nwensemble._backend import gpu_namespace
+
+        try:
+            gpu_namespace()  # say at once, not in the middle of the folds
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
     models = {
-        "NWAttentionRegressor": NWAttentionRegressor(
-            head_dim=args.head_dim, random_state=args.random_state
-        ),
+        "NWAttentionRegressor": NWAttentionRegressor(head_dim=args.head_dim, **nw),
         f"MultiHeadNW ({args.n_heads} heads)": MultiHeadNWRegressor(
-            n_heads=args.n_heads, random_state=args.random_state
+            n_heads=args.n_heads, **nw
         ),
         "k-NN (tuned k, weights)": knn,
     }
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
+    if args.device != "auto":
+        print(f"NW models compute on device={args.device!r}", file=out)
     print(
         f"{args.cv}-fold cross-validated RMSE (shuffled, seed {args.random_state})",
         file=out,
@@ -74,7 +82,7 @@ def _demo(args, out):
             file=out,
         )
     start = time.perf_counter()
-    full = MultiHeadNWRegressor(n_heads=args.n_heads, random_state=args.random_state)
+    full = MultiHeadNWRegressor(n_heads=args.n_heads, **nw)
     full.fit(X, y)
     H = full.n_heads
     parts = full.bvc_decomposition_
@@ -156,6 +164,13 @@ def main(argv=None, out=None):
         "--n-heads", type=int, default=4, help="heads of MultiHeadNW (default 4)"
     )
     demo.add_argument("--random-state", type=int, default=0, help="seed (default 0)")
+    demo.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where the NW models compute: 'cuda' on the GPU with CuPy "
+        "(default 'auto': NumPy for the CSV's NumPy arrays)",
+    )
     demo.add_argument(
         "--plot",
         metavar="PNG",

@@ -87,16 +87,21 @@ def ns(request, monkeypatch):
     """
     space = Namespace(request.param)
     if request.param == "array_api_strict_device1":
-        Array = type(space.xp.asarray(0.0))
-
-        def refuse(self, *args, **kwargs):
-            raise TypeError(
-                "Implicit conversion to a NumPy array is not allowed (as for "
-                "CuPy); copy explicitly."
-            )
-
-        monkeypatch.setattr(Array, "__array__", refuse)
+        refuse_numpy_conversion(space.xp, monkeypatch)
     return space
+
+
+def refuse_numpy_conversion(xps, monkeypatch):
+    """Make array_api_strict's arrays refuse ``np.asarray`` as CuPy's do;
+    explicit copies (``to_numpy``, through DLPack) still work."""
+
+    def refuse(self, *args, **kwargs):
+        raise TypeError(
+            "Implicit conversion to a NumPy array is not allowed (as for CuPy); "
+            "copy explicitly."
+        )
+
+    monkeypatch.setattr(type(xps.asarray(0.0)), "__array__", refuse)
 
 
 @pytest.fixture
@@ -128,3 +133,18 @@ def count_read_backs(monkeypatch):
     for name in (*names, "__dlpack__", "__array__"):
         monkeypatch.setattr(Array, name, counted(getattr(Array, name)))
     return xps, counts
+
+
+@pytest.fixture
+def gpu_stand_in(monkeypatch):
+    """array_api_strict's second device in CuPy's place for ``device='cuda'``,
+    its arrays refusing implicit conversion to NumPy as CuPy's do: what
+    ``device='cuda'`` does with NumPy input (scikit-learn's dispatch off) runs
+    on machines without a GPU."""
+    xps = pytest.importorskip("array_api_strict")
+    import nwensemble._backend as backend
+
+    dev = xps.Device("device1")
+    monkeypatch.setattr(backend, "gpu_namespace", lambda: (xps, dev))
+    refuse_numpy_conversion(xps, monkeypatch)
+    return xps, dev

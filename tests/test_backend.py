@@ -172,26 +172,6 @@ def test_cupy_fit_predict_match_numpy():
     assert_allclose(cupy.asnumpy(pred), ref.predict(X), rtol=1e-6)
 
 
-@pytest.fixture
-def gpu_stand_in(monkeypatch):
-    """array_api_strict's second device in CuPy's place for ``device='cuda'``,
-    its arrays refusing implicit conversion to NumPy as CuPy's do: what
-    ``device='cuda'`` does with NumPy input (scikit-learn's dispatch off) runs
-    on machines without a GPU."""
-    xps = pytest.importorskip("array_api_strict")
-    import nwensemble._backend as backend
-
-    dev = xps.Device("device1")
-    monkeypatch.setattr(backend, "gpu_namespace", lambda: (xps, dev))
-    Array = type(xps.asarray(0.0))
-
-    def refuse(self, *args, **kwargs):
-        raise TypeError("Implicit conversion to a NumPy array is not allowed.")
-
-    monkeypatch.setattr(Array, "__array__", refuse)
-    return xps, dev
-
-
 @pytest.mark.parametrize("kernel", ["softmax", "biweight"])
 def test_device_cuda_with_numpy_input_and_dispatch_off(gpu_stand_in, kernel):
     """Fit (with sample weights), every output and pickling: fitted arrays on

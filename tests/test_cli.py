@@ -67,3 +67,24 @@ def test_demo_saves_plots(tmp_path):
     main(["demo", "--cv", "2", "--plot", str(path)], out=out)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"saved to {path}" in out.getvalue()
+
+
+def test_demo_on_the_gpu_stand_in(gpu_stand_in):
+    """--device cuda runs the NW models through device='cuda' (here on the
+    stand-in device) and says so."""
+    out = io.StringIO()
+    assert main(["demo", "--cv", "2", "--device", "cuda"], out=out) == 0
+    text = out.getvalue()
+    assert "device='cuda'" in text and "head diversity index (HDI): 0." in text
+
+
+def test_demo_device_cuda_without_a_gpu_says_so():
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+        pytest.skip("a GPU is present")
+    except Exception:
+        pass
+    with pytest.raises(SystemExit, match="needs CuPy and a CUDA GPU"):
+        main(["demo", "--cv", "2", "--device", "cuda"], out=io.StringIO())
