@@ -50,8 +50,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         same predictions for the same ``random_state``).
 
     head_dim : int, default=None
-        Dimension of each head's subspace. ``None`` shares the features out:
-        ``max(1, n_features // n_heads)``.
+        Dimension of each head's subspace. ``None`` follows the allocation rule
+        of :class:`HeadAllocator`: ``floor(log(n_samples / 10))`` within 1 and
+        ``n_features`` (all features for ``n_heads=1``).
 
     kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
             default='softmax'
@@ -94,15 +95,18 @@ class MultiHeadNWRegressor(BaseNWRegressor):
 
     init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
             (n_heads, head_dim, n_features), default='auto'
-        Starting projections. Each string option gives the heads disjoint
-        blocks of directions (wrapping around when ``n_heads * head_dim``
-        exceeds ``n_features``): ``'random'``, blocks of a random orthogonal
-        matrix; ``'pca'``, of the principal axes; ``'identity'``, of the
-        standardised features. ``'auto'`` is ``'random'`` for several heads and
-        as in :class:`NWAttentionRegressor` for one. Each head's bandwidth is
-        then picked from a grid by its leave-one-out error (with
-        ``'identity'``, each feature's scale too). An array is used as given,
-        in the units of ``components_``.
+        Starting projections. Each string option gives the heads blocks of
+        directions, disjoint while ``n_heads * head_dim <= n_features`` and
+        overlapping beyond: ``'random'``, blocks of random orthogonal
+        matrices; ``'pca'``, of the principal axes; ``'identity'``, of the
+        standardised features (head ``h`` takes ``head_dim`` consecutive
+        ones, cyclically, from ``h * n_features // n_heads``, so no two heads
+        repeat a block unless ``head_dim = n_features``). ``'auto'`` is
+        ``'identity'`` for several heads and as in
+        :class:`NWAttentionRegressor` for one. Each head's bandwidth is then
+        picked from a grid by its leave-one-out error (with ``'identity'``,
+        each feature's scale too). An array is used as given, in the units
+        of ``components_``.
 
     max_iter : int, default=200
         Maximum number of L-BFGS iterations per stage. ``0`` keeps the initial

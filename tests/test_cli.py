@@ -20,7 +20,7 @@ def test_demo_prints_rmse_next_to_knn():
     text = out.getvalue()
     assert "diabetes" in text and "k-NN" in text and "NWAttentionRegressor" in text
     assert "MultiHeadNW (4 heads)" in text
-    assert "components_ shape (4, 2, 10)" in text
+    assert "components_ shape (4, 3, 10)" in text  # floor(log(442 / 10))
     assert "head diversity index (HDI): 0." in text
     assert "= bias2 " in text and "(1-1/H) covariance" in text
 
@@ -35,7 +35,7 @@ def test_demo_on_csv(tmp_path):
     args = ["demo", "--csv", str(path), "--cv", "2", "--head-dim", "2"]
     main(args + ["--n-heads", "3"], out=out)
     assert "80 samples x 3 features" in out.getvalue()
-    assert "shape (3, 1, 3)" in out.getvalue()
+    assert "shape (3, 2, 3)" in out.getvalue()  # floor(log(80 / 10))
 
 
 def test_demo_rejects_bad_csv(tmp_path):

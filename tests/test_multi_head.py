@@ -81,13 +81,32 @@ def test_hdi_matches_components_without_standardization(friedman):
     assert model.hdi_ == pytest.approx(head_diversity_index(model.components_))
 
 
-def test_default_head_dim_shares_features():
-    """head_dim=None gives each head n_features // n_heads dimensions."""
-    X, y = make_friedman1(n_samples=80, n_features=7, random_state=0)
-    model = MultiHeadNWRegressor(n_heads=3, max_iter=2, random_state=0).fit(X, y)
-    assert model.components_.shape == (3, 2, 7)
-    model = MultiHeadNWRegressor(n_heads=9, max_iter=2, random_state=0).fit(X, y)
-    assert model.components_.shape == (9, 1, 7)
+def test_default_head_dim_follows_the_allocation_rule():
+    """head_dim=None gives several heads floor(log(n / 10)) dimensions (within
+    [1, n_features]) and one head all features."""
+    X, y = make_friedman1(n_samples=600, n_features=7, random_state=0)
+    for n, d in ((80, 2), (600, 4)):  # log(8) = 2.08, log(60) = 4.09
+        model = MultiHeadNWRegressor(n_heads=3, max_iter=2, random_state=0)
+        assert model.fit(X[:n], y[:n]).components_.shape == (3, d, 7)
+    model = MultiHeadNWRegressor(n_heads=9, max_iter=0, random_state=0).fit(X, y)
+    assert model.components_.shape == (9, 4, 7)
+    model = MultiHeadNWRegressor(n_heads=1, max_iter=0).fit(X[:80], y[:80])
+    assert model.components_.shape == (1, 7, 7)
+    model = MultiHeadNWRegressor(n_heads=2, max_iter=0).fit(X[:, :3], y)
+    assert model.components_.shape == (2, 3, 3)  # capped at n_features
+
+
+def test_identity_blocks_overlap_without_repeating():
+    """With more head dimensions than features, the heads' starting blocks
+    overlap but no two heads start in the same subspace."""
+    X, y = make_friedman1(n_samples=200, n_features=8, random_state=0)
+    model = MultiHeadNWRegressor(
+        n_heads=4, head_dim=4, init="identity", max_iter=0, standardize=False
+    ).fit(X, y)
+    support = np.abs(model.components_) > 0  # (4, 4, 8)
+    blocks = [tuple(np.flatnonzero(s.any(axis=0))) for s in support]
+    assert blocks == [(0, 1, 2, 3), (2, 3, 4, 5), (4, 5, 6, 7), (0, 1, 6, 7)]
+    assert 0 < model.hdi_ < 1
 
 
 @pytest.mark.parametrize("init", ["random", "pca", "identity"])
