@@ -8,9 +8,7 @@ For ``H`` = 1, 2, 4 and 8 heads of two dimensions each, fit
 :func:`~nwensemble.diagnostics.bvc_decomposition` into
 ``noise + bias2 + variance / H + (1 - 1/H) * covariance``: on Friedman #1,
 where ``f*`` is known and the noise can be split off, and on scikit-learn's
-diabetes data, where it cannot (the noise is then inside ``bias2``). The heads start on
-random directions (``init='random'``, as in the runs described at the end);
-the default starts them on blocks of the features.
+diabetes data, where it cannot (the noise is then inside ``bias2``).
 """
 
 # %%
@@ -38,7 +36,7 @@ X_diab, y_diab = load_diabetes(return_X_y=True)
 heads = [1, 2, 4, 8]
 friedman, diabetes = [], []
 for H in heads:
-    model = MultiHeadNWRegressor(n_heads=H, head_dim=2, init="random", random_state=0)
+    model = MultiHeadNWRegressor(n_heads=H, head_dim=2, random_state=0)
     model.fit(X_train, y_train)
     parts = bvc_decomposition(
         model,
@@ -51,7 +49,7 @@ for H in heads:
     test_mse = np.mean((model.predict(X_test) - friedman_f(X_test)) ** 2)
     friedman.append((parts, test_mse, model.hdi_))
 
-    model = MultiHeadNWRegressor(n_heads=H, head_dim=2, init="random", random_state=0)
+    model = MultiHeadNWRegressor(n_heads=H, head_dim=2, random_state=0)
     model.fit(X_diab, y_diab)
     diabetes.append(
         bvc_decomposition(model, X_diab, y_diab, n_resamples=20, random_state=0)

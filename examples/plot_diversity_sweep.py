@@ -9,9 +9,7 @@ heads' subspaces apart, which raises the Head Diversity Index (``hdi_``). The
 theory says decorrelated heads reduce the ensemble's variance; but a head
 pushed away from the directions that carry the signal also gains bias. This
 example measures both on Friedman #1, where ``f*`` is known, at two noise
-levels, and prints what it sees. The heads start on random directions
-(``init='random'``): the default starts them on disjoint blocks of features,
-already orthogonal, which would leave the penalty little to push apart.
+levels, and prints what it sees.
 """
 
 # %%
@@ -46,12 +44,7 @@ for noise in (1.0, 3.0):
             )
             Xtr, ytr, Xte = X[:300], y[:300], X[300:]
             model = MultiHeadNWRegressor(
-                n_heads=4,
-                head_dim=2,
-                init="random",
-                diversity=lam,
-                bvc_resamples=0,
-                random_state=seed,
+                n_heads=4, head_dim=2, diversity=lam, bvc_resamples=0, random_state=seed
             ).fit(Xtr, ytr)
             mse = np.mean((model.predict(Xte) - friedman_f(Xte)) ** 2)
             parts = bvc_decomposition(

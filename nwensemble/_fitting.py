@@ -68,10 +68,9 @@ def default_head_dim(n_samples, n_features, n_heads):
 
     Sharing the features out instead (``p // H``) left heads of one or two
     dimensions on the low-dimensional tabular sets. 5-fold CV RMSE of four
-    heads, geometric mean over ``benchmarks/tabular.py``'s seven sets and
-    folds relative to HistGradientBoosting: 1.218 with ``p // H`` and random
-    starts, 1.048 with the rule and random starts, 0.898 with the rule and
-    starts on the features (``init='auto'``).
+    heads (``init='auto'``, random directions), geometric mean over
+    ``benchmarks/tabular.py``'s seven sets and folds relative to
+    HistGradientBoosting: 1.218 with ``p // H``, 1.048 with the rule.
     """
     if n_heads == 1:
         return n_features
@@ -115,7 +114,7 @@ def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp)
         )
     if init == "auto":
         if n_heads > 1:
-            init = "identity"
+            init = "random"
         else:
             init = "pca" if d < p else "identity"
     per_direction = init == "identity"

@@ -102,11 +102,13 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         standardised features (head ``h`` takes ``head_dim`` consecutive
         ones, cyclically, from ``h * n_features // n_heads``, so no two heads
         repeat a block unless ``head_dim = n_features``). ``'auto'`` is
-        ``'identity'`` for several heads and as in
-        :class:`NWAttentionRegressor` for one. Each head's bandwidth is then
-        picked from a grid by its leave-one-out error (with ``'identity'``,
-        each feature's scale too). An array is used as given, in the units
-        of ``components_``.
+        ``'random'`` for several heads and as in :class:`NWAttentionRegressor`
+        for one. Each head's bandwidth is then picked from a grid by its
+        leave-one-out error (with ``'identity'``, each feature's scale too).
+        ``'identity'`` did better on low-dimensional tables whose features
+        all matter, worse where many features are noise (see the user
+        guide's multi-head page). An array is used as given, in the
+        units of ``components_``.
 
     max_iter : int, default=200
         Maximum number of L-BFGS iterations per stage. ``0`` keeps the initial
