@@ -146,15 +146,18 @@ def initial_projection(est, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp)
 
 
 def _head_blocks(p, n_heads, d):
-    """Column indices of a fixed basis for each head, side by side: head ``h``
-    takes ``d`` consecutive columns (cyclically) from ``floor(h p / H)``.
+    """Column indices of a fixed basis for each head, side by side.
 
-    Disjoint while ``H d <= p``; beyond that each column serves about
-    ``H d / p`` heads and no two heads share a block unless ``d = p``
-    (consecutive blocks from 0 would repeat: with p = 8, four heads of 4
-    dimensions would be two pairs of identical heads, which the symmetric
-    loss keeps identical).
+    While ``H d <= p`` head ``h`` takes columns ``h d`` to ``h d + d - 1``
+    (the leading principal axes for ``'pca'``). Beyond that head ``h`` takes
+    ``d`` consecutive columns, cyclically, from ``floor(h p / H)``: each
+    column serves about ``H d / p`` heads and no two heads share a block
+    unless ``d = p``. Blocks continued from the last one would repeat: with
+    p = 8, four heads of 4 dimensions would be two pairs of identical heads,
+    which the symmetric loss keeps identical.
     """
+    if n_heads * d <= p:
+        return list(range(n_heads * d))
     return [(h * p // n_heads + j) % p for h in range(n_heads) for j in range(d)]
 
 

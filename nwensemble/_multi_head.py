@@ -99,9 +99,10 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         directions, disjoint while ``n_heads * head_dim <= n_features`` and
         overlapping beyond: ``'random'``, blocks of random orthogonal
         matrices; ``'pca'``, of the principal axes; ``'identity'``, of the
-        standardised features (head ``h`` takes ``head_dim`` consecutive
-        ones, cyclically, from ``h * n_features // n_heads``, so no two heads
-        repeat a block unless ``head_dim = n_features``). ``'auto'`` is
+        standardised features (beyond ``n_features``, head ``h`` takes
+        ``head_dim`` consecutive ones, cyclically, from
+        ``h * n_features // n_heads``, so no two heads repeat a block unless
+        ``head_dim = n_features``). ``'auto'`` is
         ``'random'`` for several heads and as in :class:`NWAttentionRegressor`
         for one. Each head's bandwidth is then picked from a grid by its
         leave-one-out error (with ``'identity'``, each feature's scale too).
