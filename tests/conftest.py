@@ -19,6 +19,40 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def usable_gpu():
+    """CuPy where it can reach a GPU, else None and the reason."""
+    try:
+        import cupy
+    except ImportError:
+        return None, "CuPy is not installed"
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        return None, f"no usable GPU: {exc}"
+    return cupy, None
+
+
+def skip_without_gpu():
+    """CuPy, or skip the test with the reason there is none to use."""
+    cupy, reason = usable_gpu()
+    if cupy is None:
+        pytest.skip(reason)
+    return cupy
+
+
+@pytest.fixture
+def cupy_gpu():
+    """CuPy on a usable GPU; the test is skipped with a reason elsewhere."""
+    return skip_without_gpu()
+
+
+@pytest.fixture
+def no_gpu():
+    """Skip the test where a GPU is usable (it checks the error without one)."""
+    if usable_gpu()[0] is not None:  # pragma: no cover - depends on the machine
+        pytest.skip("a GPU is present")
+
+
 class Namespace:
     """One array library the suite runs under, with helpers to move data in."""
 
@@ -33,12 +67,7 @@ class Namespace:
             self.xp = pytest.importorskip("array_api_strict")
             self.device = self.xp.Device("device1")
         elif name == "cupy":
-            cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-            try:
-                cupy.cuda.runtime.getDeviceCount()
-            except Exception as exc:  # pragma: no cover - depends on the machine
-                pytest.skip(f"no usable GPU: {exc}")
-            self.xp, self.device = cupy, None
+            self.xp, self.device = skip_without_gpu(), None
 
     def asarray(self, a, dtype=None):
         """Move a NumPy array into this namespace."""

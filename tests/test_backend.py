@@ -120,26 +120,15 @@ def test_device_cpu_computes_on_the_host_and_answers_in_the_input_namespace(
     assert isinstance(reg.predict(X[:5]), np.ndarray)
 
 
-def test_device_cuda_without_a_gpu_says_what_is_missing(friedman):
-    try:
-        import cupy
-
-        cupy.cuda.runtime.getDeviceCount()
-        pytest.skip("a GPU is present")
-    except Exception:
-        pass
+def test_device_cuda_without_a_gpu_says_what_is_missing(friedman, no_gpu):
     X, y = friedman
     with pytest.raises(ValueError, match="device='cuda' needs CuPy and a CUDA GPU"):
         NWAttentionRegressor(device="cuda").fit(X, y)
 
 
 @pytest.mark.gpu
-def test_device_cuda_returns_numpy_for_numpy_input(friedman):
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"no usable GPU: {exc}")
+def test_device_cuda_returns_numpy_for_numpy_input(friedman, cupy_gpu):
+    cupy = cupy_gpu
     X, y = friedman
     reg = NWAttentionRegressor(device="cuda", random_state=0).fit(X, y)
     assert isinstance(reg.components_, cupy.ndarray)
@@ -153,13 +142,9 @@ def test_device_cuda_returns_numpy_for_numpy_input(friedman):
 
 
 @pytest.mark.gpu
-def test_cupy_fit_predict_match_numpy():
+def test_cupy_fit_predict_match_numpy(cupy_gpu):
     """CuPy input (dispatch on) fits and predicts on the GPU, matching NumPy."""
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"no usable GPU: {exc}")
+    cupy = cupy_gpu
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((200, 4)), rng.standard_normal(200)
     ref = NWAttentionRegressor(random_state=0, max_iter=20).fit(X, y)
