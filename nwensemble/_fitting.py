@@ -7,10 +7,11 @@ L-BFGS with early stopping. Shared by every estimator (one head is n_heads=1).""
 import math
 
 import numpy as np
+from scipy.optimize import minimize
 
 from nwensemble._allocation import theory_head_dim
 from nwensemble._backend import device, to_numpy
-from nwensemble._nw_math import heldout_loss, loo_loss_and_grad
+from nwensemble._nw_math import heldout_loss, loo_loss_and_grad, loo_loss_and_grad_z
 from nwensemble._optim import EarlyStopping, LBFGSRun
 from nwensemble.diagnostics._subspaces import diversity_penalty_and_grad
 
@@ -35,22 +36,17 @@ _COARSE_TOL_FACTOR = 10.0
 _SCALE_SEARCH_SIZE = 512
 # Candidate inverse bandwidths, in units of 1 / (typical projected spread).
 _SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
-# Factors tried on each direction of a head, one at a time, after the head's
-# common scale (``init='identity'`` only), and the sweeps over the
-# directions. One scale for all directions lands where the narrowest useful
-# direction wants it; on yacht (one steep feature) every other direction is
-# then so narrow that each row attends to one neighbour, the gradient
-# vanishes and L-BFGS stops in 3 iterations. 5-fold CV, one full-rank head,
-# test RMSE without / with the search: yacht 6.73 / 1.02, energy 0.98 / 0.50,
-# concrete 5.28 / 5.25, airfoil 1.620 / 1.625, wine 0.617 / 0.623, abalone
-# 2.145 / 2.202, auto-mpg 2.55 / 2.79 (geometric mean against HistGB 1.23 /
-# 0.87). Only the features themselves are axes worth their own bandwidth:
-# random directions did worse with it (energy, 4 heads: 0.62 / 0.87), and so
-# did principal axes (one head, 5-fold RMSE: abalone head_dim=5 2.106 /
-# 2.207; test MSE against f* on Friedman #1, 500 rows, 5 draws, head_dim=4
-# 2.59 / 3.62, head_dim=2 6.59 / 6.89).
-_DIRECTION_FACTORS = 2.0 ** np.arange(-3.0, 3.5)
-_DIRECTION_SWEEPS = 2
+# init='identity' (one head as wide as the input) then fits each feature's
+# scale on its own, by L-BFGS on the log-scales: one scale for all features
+# lands where the steepest feature wants it, and every other feature then
+# starts so narrow that each row attends to one neighbour and the
+# projection's gradient vanishes. A coarse start (few iterations), which the
+# full fit refines; scales may go _DIRECTION_RANGE (in log units) below the
+# grid's widest, enough to all but drop a feature. Random directions and
+# principal axes keep one scale per head (their own scales did worse; see
+# the user guide).
+_DIRECTION_MAX_ITER = 10
+_DIRECTION_RANGE = 3.0
 # early_stopping="auto" holds out rows from this many positive-weight samples on.
 _EARLY_STOPPING_MIN_ROWS = 50
 # ... and below this many rows per learned parameter. Measured with 5-fold CV,
@@ -191,10 +187,10 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
 
     Scales are tried on a grid relative to the typical spread of the head's
     projected rows, on one subsample of at most ``_SCALE_SEARCH_SIZE`` rows.
-    With ``per_direction``, each direction's scale is then refined on its
-    own (``_DIRECTION_FACTORS``, coordinate-wise, ``_DIRECTION_SWEEPS``
-    times), so that directions along which the target varies fast start
-    narrow and the others wide.
+    With ``per_direction``, each direction's scale is then fitted on its
+    own (``_fit_direction_scales``), so that directions along which the
+    target varies fast start narrow and the others wide; the fitted scales
+    replace the common one where they lower the loss.
     """
     Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
     d = W.shape[1] // n_heads
@@ -205,52 +201,74 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
         Z = Xs @ Wx
         Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
         spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
-        base = 1.0 / math.sqrt(spread) if spread > 0 else 1.0
-        W[:, cols] *= base * _best_scale(
-            Wx * base, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp
+        unit = W[:, cols] * (1.0 / math.sqrt(spread) if spread > 0 else 1.0)
+        unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Xs))
+        scale, loss = _best_scale(
+            unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp
         )
+        W[:, cols] = unit * scale
         if per_direction and d > 1:
-            W[:, cols] = _search_direction_scales(
-                W[:, cols], Xs, Ys, sw, kernel=kernel, xp=xp
+            scales, fitted_loss = _fit_direction_scales(
+                unit, Xs, Ys, sw, kernel=kernel, xp=xp
             )
+            if fitted_loss < loss:
+                W[:, cols] = unit * scales[None, :]
     return W
 
 
-def _search_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
-    """Coordinate search over each column's scale of one head's ``W`` (p, d):
-    a column keeps the factor of ``_DIRECTION_FACTORS`` with the lowest
-    leave-one-out loss, the others held fixed."""
-    W = W.copy()
+def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
+    """Scales for the columns of one head's ``W`` (p, d), fitted by L-BFGS on
+    their logarithms; returns them and their leave-one-out loss.
+
+    They start at the widest scale of ``_SCALE_GRID``, where every row
+    attends to many others and the gradient says which directions to
+    narrow (from a narrow start it vanishes), and stay between
+    ``_DIRECTION_RANGE`` below that and the grid's narrowest.
+
+    The directions stay fixed, so one evaluation is a leave-one-out pass over
+    ``Z0 * c`` with ``Z0 = Xs @ W`` and its gradient ``dloss / dlog c_j =
+    sum_i Z_ij (dloss / dZ)_ij``: its cost does not grow with the number of
+    features beyond the one product ``Xs @ W``.
+    """
+    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
+    Z0 = Xs @ Wx
     workspace = {}
+    d = W.shape[1]
 
-    def loss(W):
-        Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
-        return _loo_value(Wx, Xs, Ys, sw, kernel=kernel, workspace=workspace, xp=xp)
+    def fun(log_scale):
+        c = xp.asarray(np.exp(log_scale), dtype=Xs.dtype, device=device(Xs))
+        Z = Z0 * c[None, :]
+        loss, grad_Z = loo_loss_and_grad_z(
+            Z, Ys, sw, xp=xp, workspace=workspace, kernel=kernel
+        )
+        grad = to_numpy(xp.sum(Z * grad_Z, axis=0)).astype(np.float64)
+        if not (math.isfinite(loss) and np.all(np.isfinite(grad))):
+            return math.inf, np.zeros(d)
+        return loss, grad
 
-    best = loss(W)
-    for _ in range(_DIRECTION_SWEEPS):
-        for j in range(W.shape[1]):
-            column = W[:, j].copy()
-            keep = column
-            for factor in _DIRECTION_FACTORS:
-                if factor == 1.0:
-                    continue
-                W[:, j] = column * factor
-                value = loss(W)
-                if value < best:
-                    best, keep = value, W[:, j].copy()
-            W[:, j] = keep
-    return W
+    widest, narrowest = math.log(_SCALE_GRID[0]), math.log(_SCALE_GRID[-1])
+    result = minimize(
+        fun,
+        np.full(d, widest),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(widest - _DIRECTION_RANGE, narrowest)] * d,
+        options={"maxiter": _DIRECTION_MAX_ITER},
+    )
+    loss = float(result.fun) if math.isfinite(result.fun) else math.inf
+    return np.exp(result.x), loss
 
 
 def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp):
-    """The factor of ``grid`` that gives ``W`` the lowest leave-one-out loss."""
+    """The factor of ``grid`` that gives ``W`` the lowest leave-one-out loss,
+    and that loss."""
     workspace = {}
     losses = [
         _loo_value(W * float(g), Xs, Ys, sw, kernel=kernel, workspace=workspace, xp=xp)
         for g in grid
     ]
-    return float(grid[int(np.argmin(losses))])
+    best = int(np.argmin(losses))
+    return float(grid[best]), losses[best]
 
 
 def _loo_value(W, Xs, Ys, sw, *, kernel, workspace, xp):
@@ -413,7 +431,11 @@ def fit_projection(est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rn
                 tol = tol * _COARSE_TOL_FACTOR
             else:
                 max_iter = min(max_iter, _REFINE_MAX_ITER)
-        result = run.run(W, max_iter=max_iter, tol=tol, n_rows=Xst.shape[0])
+        result = run.run(W, max_iter=max_iter, tol=tol)
+        if result.status == 1 and max_iter < est.max_iter:
+            # The refinement's own cap, not the user's max_iter: nothing to
+            # warn about (a ConvergenceWarning would say "increase max_iter").
+            result.status = 0
         W = result.x if monitor is None else monitor.best_theta
         W = W.reshape(p, k)
         n_iter += result.nit

@@ -395,9 +395,41 @@ def loo_loss_and_grad(
     ``L = diag(rowsum G + colsum G) - G - G^T``. Rows that fell back to their
     nearest neighbour are piecewise constant in ``W``: no gradient.
     """
+    loss, grad_Z = loo_loss_and_grad_z(
+        X @ W,
+        Y,
+        sw,
+        xp=xp,
+        n_heads=n_heads,
+        return_grad=return_grad,
+        workspace=workspace,
+        loss_as_array=loss_as_array,
+        kernel=kernel,
+    )
+    return loss, None if grad_Z is None else X.T @ grad_Z
+
+
+def loo_loss_and_grad_z(
+    Z,
+    Y,
+    sw,
+    *,
+    xp,
+    n_heads=1,
+    return_grad=True,
+    workspace=None,
+    loss_as_array=False,
+    kernel="softmax",
+):
+    """``loo_loss_and_grad`` with respect to the projected rows ``Z = X @ W``.
+
+    Returns the loss and its gradient ``dloss / dZ`` (n, n_heads * d), which
+    costs no product with ``X``: what a search over the scales of fixed
+    directions needs (``dloss / dlog c_j = sum_i Z_ij (dloss / dZ)_ij`` when
+    column ``j`` of ``W`` is scaled by ``c_j``).
+    """
     degree = kernel_degree(kernel)
-    d = W.shape[1] // n_heads
-    Z = X @ W
+    d = Z.shape[1] // n_heads
     log_sw = _log_weights(sw, xp=xp)
     heads = []
     Y_hat = None
@@ -424,7 +456,7 @@ def loo_loss_and_grad(
         LZ = [_loo_backward_compact(*head, upstream, Y, xp=xp) for head in heads]
     del heads
     LZ = LZ[0] if n_heads == 1 else xp.concat(LZ, axis=1)
-    return loss, -(X.T @ LZ)
+    return loss, -LZ
 
 
 def _loo_forward(Z, Y, log_sw, *, xp, with_grad, workspace, degree=None):

@@ -4,12 +4,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import contextlib
+import contextvars
 import os
 import time
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import ThreadpoolController, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 
 class LBFGSRun:
@@ -47,9 +48,10 @@ class LBFGSRun:
         self.loss_curve = []
         self._last_loss = None
         self._start = None
+        self._threads = None
 
     def _fun(self, theta):
-        loss, grad = self.fun(theta)
+        loss, grad = self._threads.run(self.fun, theta)
         self._last_loss = loss
         return loss, np.asarray(grad, dtype=np.float64).ravel()
 
@@ -57,7 +59,9 @@ class LBFGSRun:
         loss = float(intermediate_result.fun)
         self.loss_curve.append(loss)
         n_iter = self.offset + len(self.loss_curve)
-        stop = self.monitor is not None and self.monitor.update(intermediate_result.x)
+        stop = self.monitor is not None and self._threads.run(
+            self.monitor.update, intermediate_result.x, timed=False
+        )
         if self.verbose:
             elapsed = time.perf_counter() - self._start
             extra = "" if self.monitor is None else f"  val={self.monitor.last:.6e}"
@@ -72,23 +76,17 @@ class LBFGSRun:
             # scipy ends the run and reports status 99, not a failure.
             raise StopIteration
 
-    def run(self, theta0, *, max_iter, tol, n_rows):
+    def run(self, theta0, *, max_iter, tol):
         """Minimise from ``theta0``; return scipy's ``OptimizeResult``.
 
-        ``n_rows`` (rows attending to each other) sets the BLAS threads of the
-        loop: measured on 2 cores, one thread is twice as fast as two below
-        about 500 rows, and two threads win from about 1000 rows on. Any other
-        BLAS than NumPy's (scipy's wheels bring their own OpenBLAS, which
-        L-BFGS-B calls between evaluations) is held to one thread: its idle
-        threads spin and took the cores from NumPy's, which made evaluations
-        at n=3600 1.7x slower from the fifth iteration on.
+        Evaluations run on as many BLAS threads as ``BlasThreads`` finds
+        fastest. Any other BLAS than NumPy's (scipy's wheels bring their own
+        OpenBLAS, which L-BFGS-B calls between evaluations) is held to one
+        thread: its idle threads spin and take the cores from NumPy's.
         """
         self._start = time.perf_counter()
-        threads = 1 if n_rows < _SINGLE_THREAD_BELOW else None
-        with (
-            threadpool_limits(limits=threads, user_api="blas"),
-            _other_blas_single_threaded(),
-        ):
+        self._threads = BlasThreads()
+        with _other_blas_single_threaded():
             return minimize(
                 self._fun,
                 np.asarray(theta0, dtype=np.float64).ravel(),
@@ -99,8 +97,88 @@ class LBFGSRun:
             )
 
 
-# Below this many rows, the products of one evaluation are too small to share.
-_SINGLE_THREAD_BELOW = 600
+# BLAS threads outside the running fit (``fit_threads``), which the fit's
+# large evaluations may take back.
+_THREADS_OUTSIDE = contextvars.ContextVar("blas_threads_outside_fit", default=None)
+
+
+@contextlib.contextmanager
+def fit_threads():
+    """Hold BLAS to one thread for the many small products of a fit.
+
+    Two threads can run several times slower than one when another process
+    keeps a core busy (each waits for the other at every product), and the
+    products of a start stage or of the leave-one-out statistics are too
+    small to gain from a second thread anyway. ``BlasThreads`` gives the
+    threads outside back to the evaluations that measurably run faster
+    with them.
+    """
+    blas = ThreadpoolController().select(user_api="blas")
+    threads = max([lib.num_threads for lib in blas.lib_controllers], default=1)
+    if _THREADS_OUTSIDE.get() is not None:  # a fit inside a fit
+        threads = _THREADS_OUTSIDE.get()
+    token = _THREADS_OUTSIDE.set(threads)
+    try:
+        with blas.limit(limits=1):
+            yield
+    finally:
+        _THREADS_OUTSIDE.reset(token)
+
+
+class BlasThreads:
+    """Run repeated evaluations on one BLAS thread or on the threads outside
+    the fit (``fit_threads``), whichever their own timings say is faster.
+
+    Whether a second thread pays depends on the size of the products and on
+    what else the machine runs, so the choice is measured: after a first
+    evaluation that warms the buffers, one of each, then the faster setting
+    by the median of its last three times, with the other tried again every
+    ``probe_every`` evaluations in case the machine's load changed.
+    """
+
+    def __init__(self, probe_every=16):
+        self.probe_every = probe_every
+        self._blas = ThreadpoolController().select(user_api="blas")
+        outside = _THREADS_OUTSIDE.get()
+        if outside is None:
+            threads = [lib.num_threads for lib in self._blas.lib_controllers]
+            outside = max(threads, default=1)
+        self._many = outside
+        self._times = {outside: [], 1: []}
+        self._count = 0
+
+    @property
+    def choice(self):
+        """The number of threads that was faster so far."""
+        if self._many == 1 or not (self._times[1] and self._times[self._many]):
+            return self._many
+        median = {k: float(np.median(v[-3:])) for k, v in self._times.items()}
+        return 1 if median[1] < median[self._many] else self._many
+
+    def run(self, fun, *args, timed=True):
+        """``fun(*args)`` on the threads due; timed unless told otherwise."""
+        if self._many == 1:
+            return fun(*args)
+        threads = self._next() if timed else self.choice
+        start = time.perf_counter()
+        with self._blas.limit(limits=threads):
+            result = fun(*args)
+        if timed:
+            if self._count > 0:  # the first call allocates the workspace
+                self._times[threads].append(time.perf_counter() - start)
+            self._count += 1
+        return result
+
+    def _next(self):
+        k = self._count - 1
+        if k < 0:
+            return self._many
+        if k < 2:
+            return (self._many, 1)[k]
+        choice = self.choice
+        if k % self.probe_every == 0:
+            return 1 if choice == self._many else self._many
+        return choice
 
 
 def _other_blas_single_threaded():

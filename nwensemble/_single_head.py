@@ -6,6 +6,7 @@
 from sklearn.base import _fit_context
 
 from nwensemble._base import BaseNWRegressor
+from nwensemble._optim import fit_threads
 
 
 class NWAttentionRegressor(BaseNWRegressor):
@@ -278,8 +279,9 @@ class NWAttentionRegressor(BaseNWRegressor):
         self : object
             Fitted estimator.
         """
-        residuals, sw, _ = self._fit_heads(
-            X, y, sample_weight, n_heads=1, diversity=0.0
-        )
-        self._set_head_combination(residuals, sw, [1.0])
+        with fit_threads():
+            residuals, sw, _ = self._fit_heads(
+                X, y, sample_weight, n_heads=1, diversity=0.0
+            )
+            self._set_head_combination(residuals, sw, [1.0])
         return self

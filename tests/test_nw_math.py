@@ -10,6 +10,7 @@ from nwensemble._nw_math import (
     heldout_loss,
     loo_head_predictions,
     loo_loss_and_grad,
+    loo_loss_and_grad_z,
     loo_spread,
     nw_head_predictions,
     nw_predict,
@@ -78,6 +79,36 @@ def test_gradient_matches_finite_differences(t, weighted):
     # scipy's forward differences agree too, at their coarser accuracy.
     assert_allclose(
         grad.ravel(), approx_fprime(W.ravel(), loss, 1e-8), rtol=1e-3, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
+def test_gradient_wrt_projected_rows(kernel):
+    """``dloss / dZ`` gives the projection's gradient as ``X^T dloss/dZ`` and
+    equals central finite differences in ``Z``."""
+    W, X, Y, sw = _problem(30, 5, 2, 2, weighted=True, seed=3)
+    Z = X @ W
+    loss, grad_Z = loo_loss_and_grad_z(Z, Y, sw, xp=np, kernel=kernel)
+    loss_W, grad_W = loo_loss_and_grad(W, X, Y, sw, xp=np, kernel=kernel)
+    assert loss == loss_W
+    assert_allclose(X.T @ grad_Z, grad_W, rtol=1e-12, atol=1e-15)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (
+                loo_loss_and_grad_z(
+                    (Z.ravel() + step * e).reshape(Z.shape), Y, sw, xp=np, kernel=kernel
+                )[0]
+                - loo_loss_and_grad_z(
+                    (Z.ravel() - step * e).reshape(Z.shape), Y, sw, xp=np, kernel=kernel
+                )[0]
+            )
+            / (2 * step)
+            for e in np.eye(Z.size)
+        ]
+    )
+    assert_allclose(
+        grad_Z.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max()
     )
 
 

@@ -1,9 +1,17 @@
 """The L-BFGS driver's thread handling and early stopping."""
 
+import time
+
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from nwensemble._optim import EarlyStopping, LBFGSRun, _other_blas_single_threaded
+from nwensemble._optim import (
+    BlasThreads,
+    EarlyStopping,
+    LBFGSRun,
+    _other_blas_single_threaded,
+    fit_threads,
+)
 
 
 def _threads():
@@ -31,7 +39,7 @@ def test_lbfgs_run_minimises_a_quadratic():
     run = LBFGSRun(
         lambda t: (float(np.sum((t - target) ** 2)), 2 * (t - target)), name="T"
     )
-    result = run.run(np.zeros(4), max_iter=50, tol=1e-10, n_rows=10)
+    result = run.run(np.zeros(4), max_iter=50, tol=1e-10)
     np.testing.assert_allclose(result.x, target, atol=1e-6)
     assert len(run.loss_curve) == result.nit
 
@@ -46,3 +54,40 @@ def test_early_stopping_keeps_best_and_stops():
     assert not monitor.update(np.array([3.0]))
     assert monitor.update(np.array([4.0]))
     np.testing.assert_array_equal(monitor.best_theta, [1.0])
+
+
+def _numpy_blas_threads():
+    return max(
+        n for path, n in _threads().items() if "numpy" in path or "openblas" in path
+    )
+
+
+def test_fit_threads_holds_blas_to_one_and_restores():
+    """Inside a fit BLAS runs on one thread; the setting is restored after."""
+    before = _threads()
+    with fit_threads():
+        assert set(_threads().values()) == {1}
+    assert _threads() == before
+
+
+def test_blas_threads_takes_the_faster_setting_and_probes_again():
+    """The chooser times one evaluation on each setting, then keeps the
+    faster, and tries the other again every ``probe_every`` evaluations."""
+    outside = _numpy_blas_threads()
+    if outside < 2:
+        return  # one thread outside: nothing to choose
+    seen = []
+
+    def evaluation():
+        threads = _numpy_blas_threads()
+        seen.append(threads)
+        time.sleep(0.02 if threads > 1 else 0.001)  # one thread is faster
+
+    with fit_threads():
+        chooser = BlasThreads(probe_every=4)
+        for _ in range(12):
+            chooser.run(evaluation)
+    assert seen[:3] == [outside, outside, 1]
+    assert chooser.choice == 1
+    # after the probes, mostly one thread, with the other tried now and then
+    assert seen[3:].count(1) > seen[3:].count(outside) > 0
