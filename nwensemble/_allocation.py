@@ -26,9 +26,15 @@ def theory_head_dim(n_samples, smoothness, max_dim):
     return int(min(max(math.floor(raw + 1e-9), 1), max(max_dim, 1)))
 
 
-def default_budget(n_samples, n_features):
-    """``budget=None``: as many dimensions in all heads as there are features."""
-    return max(int(n_features), 1)
+# MultiHeadNWRegressor's default number of heads.
+DEFAULT_HEADS = 4
+
+
+def default_budget(n_samples, n_features, smoothness=1.0):
+    """``budget=None``: the wider of the input and ``DEFAULT_HEADS`` heads of
+    the rule's dimension (``MultiHeadNWRegressor()``'s allocation)."""
+    d_star = theory_head_dim(n_samples, smoothness, n_features)
+    return max(int(n_features), DEFAULT_HEADS * d_star, 1)
 
 
 def check_budget(budget):

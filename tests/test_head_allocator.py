@@ -16,7 +16,9 @@ from sklearn.preprocessing import StandardScaler
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._allocation import (
+    DEFAULT_HEADS,
     candidate_allocations,
+    default_budget,
     theory_allocation,
     theory_head_dim,
 )
@@ -186,7 +188,9 @@ def test_leave_one_out_ranks_like_five_fold_cv():
     X, y = make_friedman1(n_samples=600, noise=1.0, random_state=1)
     est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0)
     loo = HeadAllocator(est, budget=16, cv=None).fit(X, y)
-    folds = HeadAllocator(est, budget=16, cv=KFold(5, shuffle=True, random_state=0))
+    folds = HeadAllocator(
+        est, budget=16, strategy="cv", cv=KFold(5, shuffle=True, random_state=0)
+    )
     folds.fit(X, y)
     assert loo.best_params_ == folds.best_params_
     rho = spearmanr(
@@ -205,7 +209,7 @@ def test_dask_backend_gives_the_same_scores(small):
 
     def search():
         return GridSearchCV(
-            HeadAllocator(_fast(), budget=4, cv=3),
+            HeadAllocator(_fast(), budget=4, cv=3, random_state=0),
             {"budget": [4, 8]},
             cv=3,
             n_jobs=2,
@@ -232,3 +236,67 @@ def test_shortlist_holds_one_wide_head():
         allocations = candidate_allocations(n, p, budget, 1.0)
         assert (1, min(p, budget)) in allocations
         assert len(set(allocations)) == len(allocations)
+
+
+def test_halving_screens_on_growing_subsamples():
+    """Halving scores every candidate on a subsample, keeps the best third on
+    three times the rows, and refits the one left on all rows."""
+    X, y = make_friedman1(n_samples=2000, n_features=8, noise=1.0, random_state=0)
+    alloc = HeadAllocator(_fast(), budget=8, random_state=0).fit(X, y)
+    n_candidates = len(candidate_allocations(2000, 8, 8, 1.0))
+    assert alloc.n_candidates_[0] == n_candidates
+    assert alloc.n_resources_ == [500, 667]
+    assert alloc.n_candidates_[1] == math.ceil(n_candidates / 3)
+    res = alloc.cv_results_
+    assert len(res["params"]) == sum(alloc.n_candidates_)
+    assert_array_equal(np.unique(res["iter"]), [0, 1])
+    assert set(res["n_resources"]) == {500, 667}
+    # the best is the last round's best, and ranks first
+    last = np.flatnonzero(res["iter"] == 1)
+    best = last[np.argmax(res["mean_test_score"][last])]
+    assert alloc.best_index_ == best
+    assert res["rank_test_score"][best] == 1
+    assert alloc.best_params_ == res["params"][best]
+    # the survivors of round 0 are its best third
+    first = np.flatnonzero(res["iter"] == 0)
+    top = first[np.argsort(-res["mean_test_score"][first])[: len(last)]]
+    assert sorted(res["params"][i]["head_dim"] for i in top) == sorted(
+        res["params"][i]["head_dim"] for i in last
+    )
+    assert alloc.best_estimator_.n_features_in_ == 8
+    assert alloc.best_estimator_.components_.shape[:2] == (
+        alloc.n_heads_,
+        alloc.head_dim_,
+    )
+    # the same random_state draws the same subsamples (scores equal up to
+    # the rounding of BLAS products, which differs with the thread count
+    # each evaluation happened to run on)
+    again = HeadAllocator(_fast(), budget=8, random_state=0).fit(X, y)
+    assert_array_equal(again.cv_results_["n_resources"], res["n_resources"])
+    assert_allclose(
+        again.cv_results_["mean_test_score"], res["mean_test_score"], rtol=1e-6
+    )
+
+
+def test_halving_on_few_rows_is_one_round_on_all(small):
+    """Below three times the smallest round, halving cross-validates every
+    candidate on all rows once."""
+    X, y = small
+    alloc = HeadAllocator(_fast(), budget=6, random_state=0).fit(X, y)
+    assert alloc.n_resources_ == [X.shape[0]]
+    assert alloc.n_candidates_ == [len(alloc.cv_results_["params"])]
+    assert alloc.cv_results_["rank_test_score"][alloc.best_index_] == 1
+
+
+@pytest.mark.parametrize("n, p", [(300, 6), (3000, 10), (100, 40), (5000, 2)])
+def test_default_budget_holds_both_default_models(n, p):
+    """budget=None admits MultiHeadNWRegressor()'s four heads of d* and one
+    head as wide as the input, and the shortlist holds both."""
+    budget = default_budget(n, p)
+    d_star = theory_head_dim(n, 1.0, p)
+    assert budget == max(p, DEFAULT_HEADS * d_star)
+    allocations = candidate_allocations(n, p, budget, 1.0)
+    assert (1, p) in allocations
+    assert (budget // d_star, d_star) in allocations
+    assert budget // d_star >= DEFAULT_HEADS
+    assert MultiHeadNWRegressor().n_heads == DEFAULT_HEADS
