@@ -361,10 +361,10 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         sw = fit_params.get("sample_weight")
         alive = list(range(len(candidates)))
         rounds = max(math.ceil(math.log(len(candidates), _HALVING_FACTOR)), 1)
-        tables, self.n_resources_, self.n_candidates_ = [], [], []
+        tables, n_resources, n_candidates = [], [], []
         for r in range(rounds):
             m = _halving_rows(n, rounds - 1 - r)
-            if self.n_resources_ and m == self.n_resources_[-1]:
+            if n_resources and m == n_resources[-1]:
                 break  # the rows cannot grow: the last round decides
             # in random order: folds of sorted data would extrapolate
             rows = rng.choice(n, m, replace=False)
@@ -399,22 +399,22 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
                     extra={"iter": r, "n_resources": m},
                 )
             )
-            self.n_resources_.append(m)
-            self.n_candidates_.append(len(alive))
+            n_resources.append(m)
+            n_candidates.append(len(alive))
             order = np.argsort(-scores.mean(axis=1), kind="stable")
             keep = max(math.ceil(len(alive) / _HALVING_FACTOR), 1)
             alive = [alive[i] for i in order[:keep]]
             if len(alive) == 1:
                 break
-        self.cv_results_ = _stack_rounds(tables)
-        self.best_index_ = int(np.argmax(self.cv_results_["rank_test_score"] == 1))
-        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
-        # the best of the last round: its row in the last round's table
-        H, d = candidates[alive[0]]
+        H, d = candidates[alive[0]]  # the last round's best
         if self.refit:
             self.best_estimator_ = (
                 clone(base).set_params(n_heads=H, head_dim=d).fit(X, y, **fit_params)
             )
+        self.cv_results_ = _stack_rounds(tables)
+        self.best_index_ = int(np.argmax(self.cv_results_["rank_test_score"] == 1))
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+        self.n_resources_, self.n_candidates_ = n_resources, n_candidates
 
     def _fit_loo(self, base, candidates, X, y, fit_params):
         scorer = check_scoring(base, scoring=self.scoring)
