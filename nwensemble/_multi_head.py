@@ -353,6 +353,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @fit_threads()
     def fit(self, X, y, sample_weight=None):
         """Learn the heads' projections jointly on the ensemble's leave-one-out MSE.
 
@@ -370,32 +371,31 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self : object
             Fitted estimator.
         """
-        with fit_threads():
-            H = self.n_heads
-            residuals, sw, W_std = self._fit_heads(
-                X, y, sample_weight, n_heads=H, diversity=self.diversity
-            )
-            xp, dev = namespace_of(self._y_fit)
-            dtype = self._y_fit.dtype
-            if self.head_weights == "optimal":
-                alpha = _optimal_head_weights(residuals, sw)
-            else:
-                alpha = np.full(H, 1.0 / H)
-            self._set_head_combination(residuals, sw, alpha.tolist())
-            self.head_weights_ = xp.asarray(alpha, dtype=dtype, device=dev)
-            self.subspace_similarity_ = xp.asarray(
-                subspace_similarity(W_std), dtype=dtype, device=dev
-            )
-            self.principal_angles_ = xp.asarray(
-                principal_angles(W_std), dtype=dtype, device=dev
-            )
-            self.hdi_ = head_diversity_index(W_std)
-            self.head_correlation_ = _mean_residual_correlation(residuals, sw)
-            self.bvc_decomposition_ = None
-            if self.bvc_resamples > 0:
-                rng = check_random_state(self.random_state)
-                weights = to_numpy(xp.exp(self._log_sw)).astype(np.float64)
-                self.bvc_decomposition_ = self._training_bvc(weights, rng=rng, xp=xp)
+        H = self.n_heads
+        residuals, sw, W_std = self._fit_heads(
+            X, y, sample_weight, n_heads=H, diversity=self.diversity
+        )
+        xp, dev = namespace_of(self._y_fit)
+        dtype = self._y_fit.dtype
+        if self.head_weights == "optimal":
+            alpha = _optimal_head_weights(residuals, sw)
+        else:
+            alpha = np.full(H, 1.0 / H)
+        self._set_head_combination(residuals, sw, alpha.tolist())
+        self.head_weights_ = xp.asarray(alpha, dtype=dtype, device=dev)
+        self.subspace_similarity_ = xp.asarray(
+            subspace_similarity(W_std), dtype=dtype, device=dev
+        )
+        self.principal_angles_ = xp.asarray(
+            principal_angles(W_std), dtype=dtype, device=dev
+        )
+        self.hdi_ = head_diversity_index(W_std)
+        self.head_correlation_ = _mean_residual_correlation(residuals, sw)
+        self.bvc_decomposition_ = None
+        if self.bvc_resamples > 0:
+            rng = check_random_state(self.random_state)
+            weights = to_numpy(xp.exp(self._log_sw)).astype(np.float64)
+            self.bvc_decomposition_ = self._training_bvc(weights, rng=rng, xp=xp)
         return self
 
     def _training_bvc(self, sw, *, rng, xp):

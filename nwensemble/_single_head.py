@@ -262,6 +262,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @fit_threads()
     def fit(self, X, y, sample_weight=None):
         """Learn the projection by minimising the leave-one-out MSE.
 
@@ -279,9 +280,8 @@ class NWAttentionRegressor(BaseNWRegressor):
         self : object
             Fitted estimator.
         """
-        with fit_threads():
-            residuals, sw, _ = self._fit_heads(
-                X, y, sample_weight, n_heads=1, diversity=0.0
-            )
-            self._set_head_combination(residuals, sw, [1.0])
+        residuals, sw, _ = self._fit_heads(
+            X, y, sample_weight, n_heads=1, diversity=0.0
+        )
+        self._set_head_combination(residuals, sw, [1.0])
         return self
