@@ -58,6 +58,7 @@ from nwensemble._radius_search import (
     sparse_attention,
     sparse_predict,
 )
+from nwensemble._scaling import power_of_two_scale
 from nwensemble._stochastic import fit_projection_adam
 
 # solver="auto" trains with Adam on minibatches above this many rows: full
@@ -210,9 +211,11 @@ class BaseNWRegressor(
         if self._duplicates is not None:
             Xt, Yt, swt = self._duplicates.collapse(Xs, Ys, sw, xp=xp)
 
+        start = time.perf_counter()
         W0 = initial_projection(
             self, previous, Xt, Yt, swt, scale_np, n_heads=n_heads, rng=rng, xp=xp
         )
+        self._progress("start (bandwidths on a subsample)", start)
         d = W0.shape[1] // n_heads
         shape = (d, p) if n_heads == 1 and self._single_head else (n_heads, d, p)
 
@@ -283,6 +286,7 @@ class BaseNWRegressor(
             rows_np = np.sort(rng.choice(positive, LOO_STATS_ROWS, replace=False))
             self._loo_rows = xp.asarray(rows_np, device=dev)
         rows = xp.asarray(rows_np, device=dev)
+        start = time.perf_counter()
         heads, fallback = loo_head_predictions(
             self._z_fit,
             Y,
@@ -297,7 +301,16 @@ class BaseNWRegressor(
         self.n_support_fallback_ = int(counts[0]) if self._single_head else counts
         Y_rows = xp.take(Y, rows, axis=0)
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
+        self._progress(f"leave-one-out statistics on {rows_np.shape[0]} rows", start)
         return residuals, sw_np[rows_np], as_components(W)
+
+    def _progress(self, stage, start):
+        """With ``verbose``, say that ``stage`` (begun at ``start``) is done."""
+        if self.verbose:
+            print(
+                f"[{type(self).__name__}] {stage}: {time.perf_counter() - start:.2f}s",
+                flush=True,
+            )
 
     def _choose_solver(self, sw):
         """'lbfgs' or 'adam': 'auto' takes Adam above ``AUTO_ADAM_ROWS`` rows."""
@@ -321,12 +334,15 @@ class BaseNWRegressor(
         rows = self._loo_rows
         if rows is None:
             rows = xp.arange(self._y_fit.shape[0], device=dev)
-        R = np.tensordot(np.asarray(head_weights), residuals, axes=1)  # (m, t)
+        # The statistics of the residuals are taken on residuals / s, exact
+        # and free of overflow and underflow whatever the target's scale.
+        s = power_of_two_scale(residuals)
+        R = np.tensordot(np.asarray(head_weights), residuals / s, axes=1)  # (m, t)
         # The ensemble's leave-one-out predictions (of the rows in _loo_rows,
         # all when None), for scoring without refits.
         Y_rows = xp.take(self._y_fit, rows, axis=0)
         self._loo_prediction = Y_rows + xp.asarray(
-            R, dtype=self._y_fit.dtype, device=dev
+            R * s, dtype=self._y_fit.dtype, device=dev
         )
         self._fit_duplicate_weight(rows, Y_rows, sw, xp=xp)
         spread = to_numpy(
@@ -343,7 +359,7 @@ class BaseNWRegressor(
         ).astype(np.float64)
         sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
         self._noise_std = xp.asarray(
-            np.sqrt(sigma2), dtype=self._y_fit.dtype, device=device(self._y_fit)
+            np.sqrt(sigma2) * s, dtype=self._y_fit.dtype, device=device(self._y_fit)
         )
 
     def _fit_duplicate_weight(self, rows, Y_rows, sw, *, xp):

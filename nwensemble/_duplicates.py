@@ -20,6 +20,7 @@ import numpy as np
 from scipy import sparse
 
 from nwensemble._backend import device, to_numpy
+from nwensemble._scaling import power_of_two_scale
 
 
 def _lexsort_rows(A, *, xp):
@@ -197,6 +198,8 @@ def fit_duplicate_weight(Y, F, M, found, sw):
     ``Y``, ``F``, ``M`` (m, t), ``found`` (m,), ``sw`` (m,).
     """
     Y, F, M = (to_numpy(a).astype(np.float64) for a in (Y, F, M))
+    s = power_of_two_scale(Y)  # exact; keeps the squares finite
+    Y, F, M = Y / s, F / s, M / s
     w = to_numpy(sw).astype(np.float64) * to_numpy(found).astype(np.float64)
     if not np.any(w > 0):
         return 0.0

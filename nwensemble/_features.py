@@ -74,7 +74,10 @@ def fit_power(X, sw, *, rng):
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         log_abs = np.log(np.where(X > 0, X, 1.0))
         geo = np.exp(w @ log_abs)
-        rms = np.sqrt(w @ (X * X))
+        # over each column's largest magnitude first: X * X may overflow
+        top = np.max(np.abs(X), axis=0)
+        top = np.where(np.isfinite(top) & (top > 0), top, 1.0)
+        rms = top * np.sqrt(w @ ((X / top) ** 2))
     rms = np.where(np.isfinite(rms) & (rms > 0), rms, 1.0)
     norm = np.where(boxcox, geo, rms)
     norm = np.where(np.isfinite(norm) & (norm > 0), norm, 1.0)

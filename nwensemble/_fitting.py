@@ -13,6 +13,7 @@ from nwensemble._allocation import theory_head_dim
 from nwensemble._backend import device, to_numpy
 from nwensemble._nw_math import heldout_loss, loo_loss_and_grad, loo_loss_and_grad_z
 from nwensemble._optim import EarlyStopping, LBFGSRun
+from nwensemble._scaling import power_of_two_scale
 from nwensemble.diagnostics._subspaces import diversity_penalty_and_grad
 
 # Coarse-to-fine fitting: above this many rows, L-BFGS first runs on a random
@@ -77,6 +78,7 @@ def scaled_targets(Y, sw, *, xp):
     """Centre ``Y`` and divide by its total weighted standard deviation, so the
     loss reads as a fraction of the target variance."""
     Yc = Y - xp.sum(sw[:, None] * Y, axis=0)
+    Yc = Yc / power_of_two_scale(Yc)  # exact; keeps the squares finite
     total = float(xp.sum(sw[:, None] * Yc * Yc))
     return Yc / math.sqrt(total) if total > 0 else Yc
 
@@ -203,9 +205,7 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
         spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
         unit = W[:, cols] * (1.0 / math.sqrt(spread) if spread > 0 else 1.0)
         unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Xs))
-        scale, loss = _best_scale(
-            unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp
-        )
+        scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
         W[:, cols] = unit * scale
         if per_direction and d > 1:
             scales, fitted_loss = _fit_direction_scales(

@@ -3,6 +3,7 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import time
 from numbers import Integral, Real
 
 import numpy as np
@@ -10,9 +11,11 @@ from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from nwensemble._atomic import atomic_fit
 from nwensemble._backend import device, namespace_of, to_numpy
 from nwensemble._base import BaseNWRegressor
 from nwensemble._optim import fit_threads
+from nwensemble._scaling import power_of_two_scale
 from nwensemble.diagnostics._bvc import bvc_parts
 from nwensemble.diagnostics._subspaces import (
     head_diversity_index,
@@ -353,6 +356,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     @fit_threads()
     def fit(self, X, y, sample_weight=None):
         """Learn the heads' projections jointly on the ensemble's leave-one-out MSE.
@@ -364,7 +368,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Target values.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; at least two must be positive.
+            Non-negative weights; at least two must be positive. A row of
+            weight zero takes no part in the fit, as if removed (up to the
+            rounding of sums that include it).
 
         Returns
         -------
@@ -393,9 +399,11 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.head_correlation_ = _mean_residual_correlation(residuals, sw)
         self.bvc_decomposition_ = None
         if self.bvc_resamples > 0:
+            start = time.perf_counter()
             rng = check_random_state(self.random_state)
             weights = to_numpy(xp.exp(self._log_sw)).astype(np.float64)
             self.bvc_decomposition_ = self._training_bvc(weights, rng=rng, xp=xp)
+            self._progress("bias-variance-covariance decomposition", start)
         return self
 
     def _training_bvc(self, sw, *, rng, xp):
@@ -427,7 +435,7 @@ def _optimal_head_weights(residuals, sw):
     """Simplex projection of ``C^{-1} 1 / (1^T C^{-1} 1)``, ``C`` the weighted
     second moments of the heads' residuals (n_heads, n, t)."""
     H = residuals.shape[0]
-    R = residuals.reshape(H, -1)
+    R = residuals.reshape(H, -1) / power_of_two_scale(residuals)
     w = np.repeat(sw, residuals.shape[2])
     C = (R * w) @ R.T
     # The pseudo-inverse gives identical heads equal weights instead of failing.
@@ -451,7 +459,7 @@ def _mean_residual_correlation(residuals, sw):
     H = residuals.shape[0]
     if H < 2:
         return float("nan")
-    R = residuals.reshape(H, -1)
+    R = residuals.reshape(H, -1) / power_of_two_scale(residuals)
     w = np.repeat(sw, residuals.shape[2])
     w = w / w.sum()
     Rc = R - (R @ w)[:, None]

@@ -5,6 +5,7 @@
 
 from sklearn.base import _fit_context
 
+from nwensemble._atomic import atomic_fit
 from nwensemble._base import BaseNWRegressor
 from nwensemble._optim import fit_threads
 
@@ -262,6 +263,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     @fit_threads()
     def fit(self, X, y, sample_weight=None):
         """Learn the projection by minimising the leave-one-out MSE.
@@ -273,7 +275,9 @@ class NWAttentionRegressor(BaseNWRegressor):
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Target values.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; at least two must be positive.
+            Non-negative weights; at least two must be positive. A row of
+            weight zero takes no part in the fit, as if removed (up to the
+            rounding of sums that include it).
 
         Returns
         -------

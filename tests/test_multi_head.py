@@ -337,3 +337,17 @@ def test_random_directions_keep_one_scale_per_head():
     for head in reg.components_:
         norms = np.linalg.norm(head, axis=1)
         assert_allclose(norms, norms[0], rtol=1e-10)
+
+
+def test_zero_weight_equals_removal_with_defaults(friedman):
+    """Zero sample weights give the model fitted without those rows, up to
+    the rounding of sums that include them (L-BFGS amplifies it a little)."""
+    X, y = friedman
+    sw = np.ones(len(y))
+    sw[::4] = 0.0
+    keep = sw > 0
+    params = dict(random_state=0, early_stopping=False)
+    a = MultiHeadNWRegressor(**params).fit(X, y, sample_weight=sw)
+    b = MultiHeadNWRegressor(**params).fit(X[keep], y[keep])
+    assert_allclose(a.predict(X), b.predict(X), atol=1e-3 * np.ptp(y))
+    assert_allclose(a.components_, b.components_, rtol=1e-3, atol=1e-6)

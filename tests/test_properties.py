@@ -1,12 +1,15 @@
 """Property tests (hypothesis) for the NW invariants."""
 
+import warnings
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from numpy.testing import assert_allclose
 
-from nwensemble import NWAttentionRegressor
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=64)
 
@@ -81,3 +84,52 @@ def test_learned_fit_is_reproducible_and_in_range(problem, seed):
     a = NWAttentionRegressor(random_state=seed, max_iter=10).fit(X, y).predict(Xq)
     b = NWAttentionRegressor(random_state=seed, max_iter=10).fit(X, y).predict(Xq)
     assert_allclose(a, b)
+
+
+# One fixed, learned problem per estimator for the scale property: a negative,
+# skewed feature (Yeo-Johnson), a positive one (Box-Cox) and repeated rows.
+def _scale_problem():
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=60, n_features=5, noise=0.3, random_state=0)
+    X[:, 1] = np.exp(3 * X[:, 1]) - 1.5
+    X[5:8], y[5:8] = X[:3], y[:3] + 0.1
+    return X, y, X[:12] + 0.05
+
+
+SCALE_MODELS = {
+    "NWAttention": lambda: NWAttentionRegressor(max_iter=5, random_state=0),
+    "MultiHeadNW": lambda: MultiHeadNWRegressor(
+        n_heads=2, head_dim=2, max_iter=5, random_state=0
+    ),
+    "compact kernel": lambda: NWAttentionRegressor(
+        kernel="epanechnikov", max_iter=5, random_state=0
+    ),
+}
+_SCALE_BASE = {}
+
+
+@pytest.mark.filterwarnings("ignore:The bias-variance-covariance parts")
+@pytest.mark.parametrize("name", list(SCALE_MODELS))
+@settings(max_examples=8, deadline=None)
+@given(exponent=st.integers(-300, 300), mantissa=st.floats(1.0, 9.99))
+def test_predictions_invariant_in_x_and_equivariant_in_y_scale(
+    name, exponent, mantissa
+):
+    """Scaling X by c leaves predictions alone; scaling y by c scales them
+    (and their standard errors) by c, for c from 1e-300 to 1e300."""
+    X, y, Xq = _scale_problem()
+    if name not in _SCALE_BASE:
+        _SCALE_BASE[name] = SCALE_MODELS[name]().fit(X, y).predict(Xq, return_std=True)
+    pred, std = _SCALE_BASE[name]
+    c = mantissa * 10.0**exponent
+    tol = 1e-6 * np.ptp(y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow anywhere
+        warnings.filterwarnings("ignore", "The bias-variance-covariance parts")
+        px, sx = SCALE_MODELS[name]().fit(X * c, y).predict(Xq * c, return_std=True)
+        py, sy = SCALE_MODELS[name]().fit(X, y * c).predict(Xq, return_std=True)
+    assert_allclose(px, pred, atol=tol)
+    assert_allclose(sx, std, atol=tol)
+    assert_allclose(py / c, pred, atol=tol)
+    assert_allclose(sy / c, std, atol=tol)

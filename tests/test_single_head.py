@@ -1,7 +1,10 @@
 """Behaviour of NWAttentionRegressor, under NumPy and array_api_strict."""
 
+import glob
+import os
 import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -246,6 +249,28 @@ def test_convergence_warning_when_stopped_short(friedman):
         NWAttentionRegressor(max_iter=1, early_stopping=False, random_state=0).fit(X, y)
 
 
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+SHARED_SETS = sorted(glob.glob(os.path.join(SHARED, "*.csv")))
+
+
+@pytest.mark.skipif(not SHARED_SETS, reason="../shared/data not present")
+@pytest.mark.parametrize("path", SHARED_SETS, ids=os.path.basename)
+def test_default_fits_on_the_shared_sets_do_not_warn(path):
+    """The defaults converge on every real table (no ConvergenceWarning from
+    an internal stage's cap), both estimators; a max_iter that really is too
+    small names itself."""
+    from nwensemble import MultiHeadNWRegressor
+
+    data = np.loadtxt(path, delimiter=",", skiprows=1)
+    X, y = data[:, :-1], data[:, -1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        NWAttentionRegressor(random_state=0).fit(X, y)
+        MultiHeadNWRegressor(random_state=0, bvc_resamples=0).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match="stopped after max_iter=2 "):
+        NWAttentionRegressor(max_iter=2, early_stopping=False).fit(X, y)
+
+
 def test_n_iter_and_loss_curve(friedman):
     """n_iter_ counts iterations, one loss per iteration, decreasing overall."""
     X, y = friedman
@@ -275,6 +300,10 @@ def test_verbose_prints_progress(friedman, capsys):
     NWAttentionRegressor(head_dim=2, max_iter=3, verbose=1, random_state=0).fit(X, y)
     out = capsys.readouterr().out
     assert re.search(r"\[NWAttentionRegressor\] iter +1 +loss=\S+ .*elapsed=", out)
+    # the stages around the iterations say when they are done, and how long
+    # they took
+    assert re.search(r"\[NWAttentionRegressor\] start .*: \d+\.\d+s", out)
+    assert re.search(r"\[NWAttentionRegressor\] leave-one-out .*: \d+\.\d+s", out)
 
 
 def test_callback_gets_components(friedman):

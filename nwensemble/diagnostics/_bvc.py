@@ -3,6 +3,9 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import math
+import warnings
+
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.utils import Bunch, check_random_state
@@ -10,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._backend import device, move_to, to_numpy
 from nwensemble._nw_math import _log_weights, nw_head_predictions
+from nwensemble._scaling import power_of_two_scale
 
 
 def bvc_decomposition(
@@ -175,6 +179,9 @@ def bvc_parts(
     )
     target = Y if F is None else F
     T = to_numpy(target).astype(np.float64)
+    # Moments of errors / s, scaled back at the end: exact, and free of
+    # overflow and underflow at any scale of the target.
+    s = power_of_two_scale(T)
     t = T.shape[1]
     H = n_heads
     count = np.zeros(n)
@@ -184,7 +191,7 @@ def bvc_parts(
     for out, preds in results:
         if preds is None:
             continue
-        D = preds - T[out][None]
+        D = (preds - T[out][None]) / s
         count[out] += 1
         S1[:, out] += D
         S2[:, :, out] += D[:, None] * D[None, :]
@@ -200,17 +207,35 @@ def bvc_parts(
         covariance = float(np.mean(cov[~np.eye(H, dtype=bool)]))
     else:
         covariance = 0.0
+    parts = {
+        "mse": float(np.mean(SE[seen] / c)),
+        "bias2": float(np.mean(mean.mean(axis=0) ** 2)),
+        "variance": variance,
+        "covariance": covariance,
+    }
+    if F is not None:
+        R = (to_numpy(Y).astype(np.float64)[seen] - T[seen]) / s
+        parts["noise"] = float(np.mean(R**2))
+        parts["mse"] += parts["noise"]
+    _warn_if_unrepresentable(parts, s)
     result = Bunch(
-        mse=float(np.mean(SE[seen] / c)),
-        bias2=float(np.mean(mean.mean(axis=0) ** 2)),
-        variance=variance,
-        covariance=covariance,
+        **{key: value * s * s for key, value in parts.items()},
         n_heads=H,
         n_resamples=int(n_resamples),
         n_points=int(seen.sum()),
     )
-    if F is not None:
-        R = to_numpy(Y).astype(np.float64)[seen] - T[seen]
-        result.noise = float(np.mean(R**2))
-        result.mse += result.noise
     return result
+
+
+def _warn_if_unrepresentable(parts, s):
+    """Warn when parts (computed in units of ``s``) overflow or underflow
+    float64 in squared target units."""
+    scaled = [abs(v) * s * s for v in parts.values() if v != 0]
+    if any(math.isinf(v) or v == 0 for v in scaled):
+        warnings.warn(
+            "The bias-variance-covariance parts are in squared target units, "
+            f"which float64 cannot hold at this target scale (|y| near {s:.3g}): "
+            "some are infinite or zero. Rescale y to read them.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
