@@ -90,11 +90,11 @@ plt.show()
 # How to read it. The left panel is the trade-off the budget forces: many
 # small heads each see too little of the function, a few large heads each
 # average fewer rows in their kernel. On Friedman #1, a smooth function of
-# five features, the error falls all the way to one ten-dimensional head
-# (1.69 against 2.20 at the rule's 4 x 3 in this run): the rule with
-# ``smoothness=1`` is conservative here, and cross-validation over the
-# shortlist corrects it. On the right, leave-one-out scoring picks one large
-# head from 200 rows on (2, 8, 6, 5, 8 dimensions for 100 to 1600 rows
-# here), above the rule's ``floor(log(n / 10))`` line; twice it is the
-# widest head, 1 x 8, which the shortlist holds whatever the rule says. The
-# rule is the centre of the shortlist, not a promise about the optimum.
+# five features, the error falls from the rule's 4 x 3 to a few larger heads
+# (2 x 6: 1.95 against 2.20 in this run): the rule with ``smoothness=1`` is
+# conservative here, and the shortlist, which holds heads twice the rule's
+# size and one head as wide as the budget, corrects it. On the right,
+# leave-one-out scoring picks one large head from 200 rows on (2, 8, 6, 8, 8
+# dimensions for 100 to 1600 rows here), above the rule's
+# ``floor(log(n / 10))`` line; three times it is the widest head, 1 x 8. The
+# rule is the start of the shortlist, not a promise about the optimum.

@@ -54,23 +54,22 @@ def theory_allocation(n_samples, n_features, budget, smoothness):
 
 
 def candidate_allocations(n_samples, n_features, budget, smoothness):
-    """The shortlist cross-validated around the theory point.
+    """The shortlist scored around the theory point.
 
-    Head dimensions ``d*/2, d* - 1, d*, d* + 1, 2 d*`` (within 1 and
-    ``min(n_features, budget)``), each with as many heads as the budget holds
-    (at most ``MAX_HEADS``), and one head as wide as that limit allows. Every
+    Head dimensions ``d*`` and ``2 d*`` (within 1 and ``min(n_features,
+    budget)``), each with as many heads as the budget holds (at most
+    ``MAX_HEADS``), and one head as wide as that limit allows. Every
     candidate has ``n_heads * head_dim <= budget``.
 
-    The single wide head is the reference the ensembles must beat by the
-    scores: with 5-fold CV on yacht (308 rows, 6 features, a target that
-    grows steeply along one of them) the shortlist's best was 3.3 RMSE and
-    the wide head 1.0 (``benchmarks/tabular.py``).
+    Larger heads and one wide head, because that is where the rule misses
+    (a target that grows steeply along one feature wants one wide head);
+    smaller heads and the rule's neighbours cost more fits and won nowhere
+    (the user guide's "Strategies" has the measurement).
     """
     check_budget(budget)
     max_dim = max(min(n_features, budget), 1)
     d_star = theory_head_dim(n_samples, smoothness, max_dim)
-    dims = {max(d_star // 2, 1), d_star - 1, d_star, d_star + 1, 2 * d_star}
-    dims = sorted(d for d in dims if 1 <= d <= max_dim)
+    dims = sorted({d for d in (d_star, 2 * d_star) if 1 <= d <= max_dim})
     candidates = [(min(budget // d, MAX_HEADS), d) for d in dims]
     if (1, max_dim) not in candidates:
         candidates.append((1, max_dim))

@@ -4,6 +4,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
+import math
 import sys
 import time
 
@@ -23,6 +24,28 @@ def _load_csv(path):
     return X, y
 
 
+_WHICH_MODEL = """\
+Which to start with: on a small table, NWAttentionRegressor(): one head as
+wide as the input, with a bandwidth per feature, is the fastest fit and the
+better default on the library's benchmark tables. Several heads of a few
+dimensions (MultiHeadNW) win where features act jointly, and lose badly where
+the target grows steeply along one feature. HeadAllocator() chooses between
+such allocations by the leave-one-out error every fit computes, for the cost
+of a few fits."""
+
+# Folds of the tuned k-NN's inner search (GridSearchCV's default).
+_INNER_FOLDS = 5
+
+
+def _rows_needed(cv):
+    """Fewest rows for which every one of ``cv`` training splits holds
+    ``_INNER_FOLDS`` rows."""
+    n = cv
+    while n - math.ceil(n / cv) < _INNER_FOLDS:
+        n += 1
+    return n
+
+
 def _demo(args, out):
     from sklearn.datasets import load_diabetes
     from sklearn.model_selection import GridSearchCV, KFold, cross_validate
@@ -30,7 +53,7 @@ def _demo(args, out):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+    from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 
     if args.csv is None:
         X, y = load_diabetes(return_X_y=True)
@@ -38,6 +61,14 @@ def _demo(args, out):
     else:
         X, y = _load_csv(args.csv)
         name = args.csv
+        needed = _rows_needed(args.cv)
+        if X.shape[0] < needed:
+            raise SystemExit(
+                f"error: {args.csv} has {X.shape[0]} rows; --cv {args.cv} needs at "
+                f"least {needed}, so that every training split holds "
+                f"{_INNER_FOLDS} rows for the inner {_INNER_FOLDS}-fold search of "
+                "k-NN. Give more rows or a smaller --cv."
+            )
     cv = KFold(n_splits=args.cv, shuffle=True, random_state=args.random_state)
     # k may not exceed the rows of the smallest inner (5-fold) training split.
     inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
@@ -63,6 +94,7 @@ def _demo(args, out):
         f"MultiHeadNW ({args.n_heads} heads)": MultiHeadNWRegressor(
             n_heads=args.n_heads, **nw
         ),
+        "HeadAllocator()": HeadAllocator(MultiHeadNWRegressor(**nw)),
         "k-NN (tuned k, weights)": knn,
     }
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
@@ -81,6 +113,7 @@ def _demo(args, out):
             f"{np.median(res['fit_time']):>13.3f}",
             file=out,
         )
+    print(_WHICH_MODEL, file=out)
     start = time.perf_counter()
     full = MultiHeadNWRegressor(n_heads=args.n_heads, **nw)
     full.fit(X, y)

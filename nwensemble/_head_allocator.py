@@ -4,7 +4,6 @@ scaling rule or by cross-validation."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
 import time
 from numbers import Integral, Real
 
@@ -13,8 +12,7 @@ from joblib import Parallel, delayed
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
 from sklearn.metrics import check_scoring, get_scorer_names
-from sklearn.model_selection import GridSearchCV, check_cv
-from sklearn.utils import check_random_state
+from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -24,22 +22,14 @@ from nwensemble._allocation import (
     default_budget,
     theory_allocation,
 )
+from nwensemble._atomic import atomic_fit
 from nwensemble._backend import (
-    device,
     get_namespace,
     same_namespace_or_raise,
     to_host,
-    to_numpy,
     where,
 )
 from nwensemble._multi_head import MultiHeadNWRegressor
-
-# Successive halving keeps the best 1 / _HALVING_FACTOR of the candidates per
-# round and gives them that factor more rows, as HalvingGridSearchCV does by
-# default; no round screens on fewer rows than this (or all, when fewer):
-# smaller samples rank the allocations meant for all the rows poorly.
-_HALVING_FACTOR = 3
-_HALVING_MIN_ROWS = 500
 
 
 class HeadAllocator(RegressorMixin, BaseEstimator):
@@ -49,8 +39,11 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
     ``n_heads * head_dim <= D``. ``strategy='theory'`` applies the library's
     scaling rule, ``head_dim* = floor(smoothness * log(n_samples / 10))`` (at
     least 1, at most ``min(n_features, D)``) and ``n_heads* = D // head_dim*``;
-    ``strategy='cv'`` scores a shortlist of allocations around that point and
-    keeps the best. The chosen model is refitted on all rows and predicts.
+    ``strategy='cv'`` (default) scores a shortlist of three allocations, the
+    rule's, heads twice as large, and one head as wide as the budget allows,
+    and keeps the best, by default by the exact leave-one-out error that
+    every fit computes anyway. The chosen model, fitted on all rows,
+    predicts.
 
     Read more in the :ref:`User Guide <allocation>`.
 
@@ -67,34 +60,29 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         the rule's dimension, whichever is wider, so that the shortlist holds
         both that model's allocation and one head as wide as the input.
 
-    strategy : {'halving', 'cv', 'theory'}, default='halving'
-        ``'theory'``: fit the rule's allocation only. ``'cv'``: cross-validate
-        the shortlist of head dimensions ``d*/2, d*-1, d*, d*+1, 2 d*`` (within
-        ``[1, min(n_features, budget)]``), each with ``budget // head_dim``
-        heads (at most 32), plus one head of dimension ``min(n_features,
-        budget)``, every candidate on all rows. ``'halving'``: the same
-        shortlist by successive halving, as
-        :class:`~sklearn.model_selection.HalvingGridSearchCV` does: every
-        candidate is cross-validated on a random subsample, the best third
-        go on to three times the rows, and so on until one is left, which is
-        then fitted on all rows. No round uses fewer than 500 rows; below
-        1500 rows it is one round of ``'cv'`` on all rows.
+    strategy : {'cv', 'theory'}, default='cv'
+        ``'theory'``: fit the rule's allocation only. ``'cv'``: score the
+        shortlist of head dimensions ``d*`` and ``2 d*`` (within ``[1,
+        min(n_features, budget)]``), each with ``budget // head_dim`` heads
+        (at most 32), plus one head of dimension ``min(n_features, budget)``,
+        by ``cv``.
 
     smoothness : float, default=1.0
         Constant ``c`` of the rule ``head_dim* = c log(n / 10)``: how wide a
         kernel the target's smoothness allows (``exp(-1 / c)`` of the
         projected spread). Larger values give larger heads.
 
-    cv : int, cross-validation generator, iterable or None, default=3
-        Folds for ``strategy='cv'`` and ``'halving'`` (an iterable of splits
-        only for ``'cv'``: halving splits each round's subsample anew, its
-        rows drawn in random order, so that an integer ``cv`` gives shuffled
-        folds), as in
-        :class:`~sklearn.model_selection.GridSearchCV`. ``None`` scores each
-        candidate in one fit on all rows by its exact leave-one-out error (no
-        refits per fold, as :class:`~sklearn.linear_model.RidgeCV` does). That
-        error is the one the fit minimises, so it favours larger allocations
-        somewhat more than fold scores do.
+    cv : int, cross-validation generator, iterable or None, default=None
+        ``None`` fits each candidate once on all rows and scores its exact
+        leave-one-out predictions (no refits per fold, as
+        :class:`~sklearn.linear_model.RidgeCV` does); the best fit is the
+        model. That error is the one the fit minimises, so it is optimistic,
+        and somewhat more so for larger allocations, yet on the library's
+        benchmark tables it chose as well as 5-fold scores and better than
+        3-fold ones (see the User Guide). Otherwise the folds of a
+        :class:`~sklearn.model_selection.GridSearchCV` over the shortlist
+        (an integer gives unshuffled ``KFold``, as there), whose best
+        allocation is then refitted on all rows.
 
     scoring : str, callable or None, default=None
         Scorer, as in :class:`~sklearn.model_selection.GridSearchCV`; ``None``
@@ -107,12 +95,15 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         processors.
 
     refit : bool, default=True
-        Refit the best allocation on all rows (``best_estimator_``), so that
-        the allocator predicts. With ``cv=None`` or ``strategy='theory'`` the
-        candidates are already fitted on all rows and nothing is refitted.
+        Keep the best allocation fitted on all rows (``best_estimator_``),
+        so that the allocator predicts. With ``cv=None`` or
+        ``strategy='theory'`` the candidates are already fitted on all rows
+        and nothing is refitted.
 
-    random_state : int, RandomState instance or None, default=None
-        Draws the subsamples of ``strategy='halving'``.
+    verbose : int, default=0
+        Progress on stdout: with ``cv=None``, one line per fitted candidate
+        with its score, the time elapsed and an estimate of the time left;
+        with folds, GridSearchCV's own lines (its ``verbose=3``).
 
     Attributes
     ----------
@@ -136,21 +127,12 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         Row of the chosen allocation in ``cv_results_``.
 
     cv_results_ : dict of ndarrays
-        One entry per candidate (with ``'halving'``, per candidate and round),
-        with the keys of :class:`~sklearn.model_selection.GridSearchCV`:
-        ``params``, ``param_n_heads``, ``param_head_dim``,
-        ``split<k>_test_score``, ``mean_test_score``, ``std_test_score``,
-        ``rank_test_score``, ``mean_fit_time``, ``std_fit_time``,
-        ``mean_score_time``, ``std_score_time``; with ``'halving'`` also
-        ``iter`` and ``n_resources`` (rows), as in
-        :class:`~sklearn.model_selection.HalvingGridSearchCV`, where a later
-        round ranks above every earlier one.
-
-    n_resources_ : list of int
-        Rows used in each round (``'halving'`` only).
-
-    n_candidates_ : list of int
-        Candidates scored in each round (``'halving'`` only).
+        One entry per candidate, with the keys of
+        :class:`~sklearn.model_selection.GridSearchCV`: ``params``,
+        ``param_n_heads``, ``param_head_dim``, ``split<k>_test_score``,
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score``,
+        ``mean_fit_time``, ``std_fit_time``, ``mean_score_time``,
+        ``std_score_time`` (one split, ``split0``, with ``cv=None``).
 
     theory_allocation_ : dict
         The rule's ``{'n_heads': ..., 'head_dim': ...}`` for this data.
@@ -184,13 +166,13 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "budget": [Integral, None],
-        "strategy": [StrOptions({"halving", "cv", "theory"})],
+        "strategy": [StrOptions({"cv", "theory"})],
         "smoothness": [Interval(Real, 0, None, closed="neither")],
         "cv": ["cv_object", None],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "n_jobs": [Integral, None],
         "refit": ["boolean"],
-        "random_state": ["random_state"],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -198,13 +180,13 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         estimator=None,
         *,
         budget=None,
-        strategy="halving",
+        strategy="cv",
         smoothness=1.0,
-        cv=3,
+        cv=None,
         scoring=None,
         n_jobs=None,
         refit=True,
-        random_state=None,
+        verbose=0,
     ):
         self.estimator = estimator
         self.budget = budget
@@ -214,7 +196,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self.scoring = scoring
         self.n_jobs = n_jobs
         self.refit = refit
-        self.random_state = random_state
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -290,6 +272,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         return candidate_allocations(n_samples, n_features, budget, self.smoothness)
 
     @_fit_context(prefer_skip_nested_validation=False)
+    @atomic_fit
     def fit(self, X, y, sample_weight=None):
         """Score the candidate allocations and fit the best one.
 
@@ -325,9 +308,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self.theory_allocation_ = {"n_heads": H, "head_dim": d}
         candidates = self._candidates(n, p)
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
-        if self.strategy == "halving" and self.cv is not None:
-            self._fit_halving(base, candidates, X, y, fit_params)
-        elif self.strategy == "cv" and self.cv is not None:
+        if self.strategy == "cv" and self.cv is not None:
             self._fit_cv(base, candidates, X, y, fit_params)
         else:
             self._fit_loo(base, candidates, X, y, fit_params)
@@ -345,6 +326,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             refit=self.refit,
             error_score="raise",
+            verbose=3 if self.verbose else 0,
         ).fit(X, y, **fit_params)
         self.cv_results_ = search.cv_results_
         self.best_index_ = int(search.best_index_)
@@ -352,77 +334,25 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         if self.refit:
             self.best_estimator_ = search.best_estimator_
 
-    def _fit_halving(self, base, candidates, X, y, fit_params):
-        """Successive halving over ``candidates``; refit the last one left."""
-        xp, _ = get_namespace(X)
-        rng = check_random_state(self.random_state)
-        scorer = check_scoring(base, scoring=self.scoring)
-        n = X.shape[0]
-        sw = fit_params.get("sample_weight")
-        alive = list(range(len(candidates)))
-        rounds = max(math.ceil(math.log(len(candidates), _HALVING_FACTOR)), 1)
-        tables, n_resources, n_candidates = [], [], []
-        for r in range(rounds):
-            m = _halving_rows(n, rounds - 1 - r)
-            if n_resources and m == n_resources[-1]:
-                break  # the rows cannot grow: the last round decides
-            # in random order: folds of sorted data would extrapolate
-            rows = rng.choice(n, m, replace=False)
-            idx = xp.asarray(rows, device=device(X))
-            Xr, yr = xp.take(X, idx, axis=0), xp.take(y, idx, axis=0)
-            params = {} if sw is None else {"sample_weight": np.asarray(sw)[rows]}
-            splits = list(check_cv(self.cv, to_numpy(yr)).split(to_numpy(Xr)))
-            jobs = [(c, train, test) for c in alive for train, test in splits]
-            out = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_and_score_split)(
-                    clone(base).set_params(
-                        n_heads=candidates[c][0], head_dim=candidates[c][1]
-                    ),
-                    Xr,
-                    yr,
-                    params,
-                    train,
-                    test,
-                    scorer,
-                )
-                for c, train, test in jobs
-            )
-            k = len(splits)
-            scores = np.array([o[0] for o in out]).reshape(len(alive), k)
-            times = np.array([o[1:] for o in out]).reshape(len(alive), k, 2)
-            tables.append(
-                _results_table(
-                    [candidates[c] for c in alive],
-                    scores,
-                    times[..., 0],
-                    times[..., 1],
-                    extra={"iter": r, "n_resources": m},
-                )
-            )
-            n_resources.append(m)
-            n_candidates.append(len(alive))
-            order = np.argsort(-scores.mean(axis=1), kind="stable")
-            keep = max(math.ceil(len(alive) / _HALVING_FACTOR), 1)
-            alive = [alive[i] for i in order[:keep]]
-            if len(alive) == 1:
-                break
-        H, d = candidates[alive[0]]  # the last round's best
-        if self.refit:
-            self.best_estimator_ = (
-                clone(base).set_params(n_heads=H, head_dim=d).fit(X, y, **fit_params)
-            )
-        self.cv_results_ = _stack_rounds(tables)
-        self.best_index_ = int(np.argmax(self.cv_results_["rank_test_score"] == 1))
-        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
-        self.n_resources_, self.n_candidates_ = n_resources, n_candidates
-
     def _fit_loo(self, base, candidates, X, y, fit_params):
         scorer = check_scoring(base, scoring=self.scoring)
-        results = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_and_score_loo)(
-                clone(base).set_params(n_heads=H, head_dim=d), X, y, fit_params, scorer
-            )
-            for H, d in candidates
+        results = self._run(
+            [
+                delayed(_fit_and_score_loo)(
+                    clone(base).set_params(n_heads=H, head_dim=d),
+                    X,
+                    y,
+                    fit_params,
+                    scorer,
+                )
+                for H, d in candidates
+            ],
+            labels=[_label(c) for c in candidates],
+            header=(
+                f"{len(candidates)} candidates, each fitted on all "
+                f"{X.shape[0]} rows and scored by leave-one-out"
+            ),
+            score_of=lambda o: o[1],
         )
         scores = np.array([r[1] for r in results])
         fit_times = np.array([r[2] for r in results])
@@ -432,6 +362,26 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self.best_score_ = float(scores[self.best_index_])
         if self.refit:
             self.best_estimator_ = results[self.best_index_][0]
+
+    def _run(self, tasks, *, labels, header, score_of):
+        """Run joblib ``tasks``; with ``verbose``, print each result as it
+        arrives, with the time elapsed and an estimate of the time left."""
+        if self.verbose:
+            print(f"[HeadAllocator] {header}", flush=True)
+        start = time.perf_counter()
+        out = []
+        results = Parallel(n_jobs=self.n_jobs, return_as="generator")(tasks)
+        for i, result in enumerate(results):
+            out.append(result)
+            if self.verbose:
+                elapsed = time.perf_counter() - start
+                left = elapsed / (i + 1) * (len(tasks) - i - 1)
+                print(
+                    f"[HeadAllocator] {labels[i]}: score={score_of(result):.4f}  "
+                    f"elapsed={elapsed:.1f}s  left~{left:.0f}s",
+                    flush=True,
+                )
+        return out
 
     def predict(self, X, **predict_params):
         """Predict with the chosen model (``best_estimator_``).
@@ -484,32 +434,11 @@ def _fit_and_score_loo(estimator, X, y, fit_params, scorer):
     return estimator, score, fit_time, time.perf_counter() - start
 
 
-def _fit_and_score_split(estimator, X, y, fit_params, train, test, scorer):
-    """Fit on the rows ``train``, score on ``test``; return score and times."""
-    xp, _ = get_namespace(X)
-    tr = xp.asarray(train, device=device(X))
-    te = xp.asarray(test, device=device(X))
-    params = {k: np.asarray(v)[train] for k, v in fit_params.items()}
-    start = time.perf_counter()
-    estimator.fit(xp.take(X, tr, axis=0), xp.take(y, tr, axis=0), **params)
-    fit_time = time.perf_counter() - start
-    start = time.perf_counter()
-    score = float(scorer(estimator, xp.take(X, te, axis=0), xp.take(y, te, axis=0)))
-    return score, fit_time, time.perf_counter() - start
+def _label(candidate):
+    return f"n_heads={candidate[0]}, head_dim={candidate[1]}"
 
 
-def _halving_rows(n_samples, rounds_after):
-    """Rows of a halving round followed by ``rounds_after`` more: a
-    ``_HALVING_FACTOR``-th of the next round's, the last round's a
-    ``_HALVING_FACTOR``-th of all, never below ``_HALVING_MIN_ROWS``; all
-    rows in every round when even the last would have fewer."""
-    if n_samples < _HALVING_FACTOR * _HALVING_MIN_ROWS:
-        return n_samples
-    rows = math.ceil(n_samples / _HALVING_FACTOR ** (rounds_after + 1))
-    return max(rows, _HALVING_MIN_ROWS)
-
-
-def _results_table(candidates, scores, fit_times, score_times, extra=None):
+def _results_table(candidates, scores, fit_times, score_times):
     """``cv_results_`` in GridSearchCV's layout; ``scores`` and the times are
     (n_candidates,) for one leave-one-out 'split' or (n_candidates, k)."""
     n = len(candidates)
@@ -533,25 +462,4 @@ def _results_table(candidates, scores, fit_times, score_times, extra=None):
     table["mean_test_score"] = mean
     table["std_test_score"] = scores.std(axis=1)
     table["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
-    for key, value in (extra or {}).items():
-        table[key] = np.full(n, value)
     return table
-
-
-def _stack_rounds(tables):
-    """One ``cv_results_`` from the halving rounds' tables: rows in order,
-    ranked round by round, later rounds first (as in HalvingGridSearchCV)."""
-    results = {
-        key: (
-            sum((t[key] for t in tables), [])
-            if key == "params"
-            else np.concatenate([t[key] for t in tables])
-        )
-        for key in tables[0]
-    }
-    # rank by (round, mean score), the last round's best first
-    order = np.lexsort((-results["mean_test_score"], -results["iter"]))
-    rank = np.empty(order.shape[0], dtype=np.int32)
-    rank[order] = np.arange(1, order.shape[0] + 1)
-    results["rank_test_score"] = rank
-    return results

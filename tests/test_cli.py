@@ -19,7 +19,8 @@ def test_demo_prints_rmse_next_to_knn():
     assert main(["demo", "--cv", "2"], out=out) == 0
     text = out.getvalue()
     assert "diabetes" in text and "k-NN" in text and "NWAttentionRegressor" in text
-    assert "MultiHeadNW (4 heads)" in text
+    assert "MultiHeadNW (4 heads)" in text and "HeadAllocator()" in text
+    assert "Which to start with: on a small table, NWAttentionRegressor()" in text
     assert "components_ shape (4, 3, 10)" in text  # floor(log(442 / 10))
     assert "head diversity index (HDI): 0." in text
     assert "= bias2 " in text and "(1-1/H) covariance" in text
@@ -44,6 +45,24 @@ def test_demo_rejects_bad_csv(tmp_path):
     path.write_text("a,target\nx,1\n")
     with pytest.raises(SystemExit, match="not a numeric CSV"):
         main(["demo", "--csv", str(path)])
+
+
+@pytest.mark.parametrize("rows, cv", [(3, 5), (6, 5), (5, 2)])
+def test_demo_rejects_too_few_rows_for_the_folds(tmp_path, rows, cv):
+    """Too few rows for the folds: a message with the rows needed, not a
+    traceback from inside scikit-learn."""
+    path = tmp_path / "few.csv"
+    path.write_text("a,b,target\n" + "".join(f"{i},{i % 3},{i}\n" for i in range(rows)))
+    with pytest.raises(SystemExit, match=f"has {rows} rows; --cv {cv} needs at least"):
+        main(["demo", "--csv", str(path), "--cv", str(cv)])
+
+
+def test_demo_runs_on_the_fewest_rows_it_accepts(tmp_path):
+    path = tmp_path / "seven.csv"
+    path.write_text("a,b,target\n" + "".join(f"{i},{i % 3},{i}\n" for i in range(7)))
+    out = io.StringIO()
+    assert main(["demo", "--csv", str(path)], out=out) == 0
+    assert "7 samples" in out.getvalue()
 
 
 @pytest.mark.skipif(not os.path.isdir(SHARED), reason="../shared/data not present")
