@@ -17,6 +17,10 @@ Sections (``--sections``, all by default):
   defaults against tuned k-NN and HGB.
 * ``large``: 40 000 x 9 (Friedman #1 with 4 noise features), one default
   ``NWAttentionRegressor`` fit against HGB, with test RMSE.
+* ``solver``: medium n (5 000 ... 40 000 training rows of Friedman #1 with 9
+  features, 10 000 test rows): fit time and test RMSE of both estimators
+  with ``solver='lbfgs'`` and ``'adam'``, the time-to-accuracy behind
+  ``solver='auto'``'s switch to Adam above 10 000 rows.
 * ``busy``: one default ``NWAttentionRegressor`` fit on 4000 x 10, alone,
   beside a process that keeps one core busy, and as one of two fits run at
   once by ``joblib.Parallel(n_jobs=2)`` (as in a parallel ``GridSearchCV``),
@@ -197,6 +201,27 @@ def section_large(args):
             f"  {m:<14} fit {t:7.2f}s  test RMSE {rmse(model, Xte, yte):.4f}",
             flush=True,
         )
+
+
+def section_solver(args):
+    print("\n== solver: Friedman #1, 9 features, 10 000 test rows; fit s / RMSE")
+    X, y = friedman(50_000, 9, seed=1)
+    Xte, yte = X[40_000:], y[40_000:]
+    print(
+        f"{'n':>7}"
+        + "".join(
+            f"{m + ' ' + s:>26}" for m in ("NWA", "MH") for s in ("lbfgs", "adam")
+        )
+    )
+    for n in (5_000, 10_000, 20_000, 40_000):
+        cells = []
+        for cls in (NWAttentionRegressor, MultiHeadNWRegressor):
+            for solver in ("lbfgs", "adam"):
+                model, t = timed_fit(
+                    lambda: cls(solver=solver, random_state=0), X[:n], y[:n]
+                )
+                cells.append(f"{t:>9.2f}s / {rmse(model, Xte, yte):.4f}")
+        print(f"{n:>7}" + "".join(f"{c:>26}" for c in cells), flush=True)
 
 
 def _spin(stop):

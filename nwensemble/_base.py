@@ -40,6 +40,7 @@ from nwensemble._backend import (
 from nwensemble._duplicates import DuplicateIndex, blend, fit_duplicate_weight
 from nwensemble._features import FeatureMap
 from nwensemble._fitting import (
+    _COARSE_SIZE,
     fit_projection,
     initial_projection,
     scaled_targets,
@@ -62,8 +63,14 @@ from nwensemble._scaling import power_of_two_scale
 from nwensemble._stochastic import fit_projection_adam
 
 # solver="auto" trains with Adam on minibatches above this many rows: full
-# leave-one-out L-BFGS costs O(n^2) per evaluation.
+# leave-one-out L-BFGS costs O(n^2) per evaluation, and beyond this one head
+# reaches the same accuracy sooner with Adam (benchmarks/bench_fit_time.py,
+# section solver).
 AUTO_ADAM_ROWS = 10_000
+# Several heads take Adam from here on: L-BFGS starts them on a subsample of
+# _COARSE_SIZE rows, and once that is under a quarter of the rows they end in
+# a worse optimum than Adam's (same benchmark).
+AUTO_ADAM_ROWS_HEADS = 4 * _COARSE_SIZE
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
 # Compact kernels predict NumPy queries through the radius search from this
@@ -223,7 +230,7 @@ class BaseNWRegressor(
             return W.T.reshape(shape)
 
         start = time.perf_counter()
-        self._solver = self._choose_solver(swt)
+        self._solver = self._choose_solver(swt, n_heads)
         fit = fit_projection_adam if self._solver == "adam" else fit_projection
         W, n_iter, n_fev, curve, result = fit(
             self,
@@ -312,12 +319,14 @@ class BaseNWRegressor(
                 flush=True,
             )
 
-    def _choose_solver(self, sw):
-        """'lbfgs' or 'adam': 'auto' takes Adam above ``AUTO_ADAM_ROWS`` rows."""
+    def _choose_solver(self, sw, n_heads=1):
+        """'lbfgs' or 'adam': 'auto' takes Adam above ``AUTO_ADAM_ROWS`` rows
+        for one head, above ``AUTO_ADAM_ROWS_HEADS`` for several."""
         if self.solver != "auto":
             return self.solver
         n_positive = int(np.count_nonzero(to_numpy(sw) > 0))
-        return "adam" if n_positive > AUTO_ADAM_ROWS else "lbfgs"
+        limit = AUTO_ADAM_ROWS if n_heads == 1 else AUTO_ADAM_ROWS_HEADS
+        return "adam" if n_positive > limit else "lbfgs"
 
     def _set_head_combination(self, residuals, sw, head_weights):
         """Set the head weights, the leave-one-out predictions and the noise

@@ -129,7 +129,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         ``batch_size`` rows that attend to each other (time linear in n per
         epoch; ``max_iter`` counts epochs), early-stopped on held-out rows,
         whose error against all training rows also sets a final factor on the
-        bandwidth. ``'auto'``: ``'adam'`` above 10 000 rows.
+        bandwidth. ``'auto'``: ``'adam'`` above 4096 rows for several heads
+        (L-BFGS would start them on a subsample of under a quarter of the
+        rows, which leads them to a worse optimum), above 10 000 for one.
 
     batch_size : int or 'auto', default='auto'
         Rows per minibatch of ``solver='adam'``; ``'auto'`` is

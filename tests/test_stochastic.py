@@ -7,7 +7,7 @@ from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._base import AUTO_ADAM_ROWS
+from nwensemble._base import AUTO_ADAM_ROWS, AUTO_ADAM_ROWS_HEADS
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,18 @@ def test_auto_solver_switches_on_size():
     # zero-weight rows do not count
     sw = np.r_[np.ones(AUTO_ADAM_ROWS), np.zeros(50)]
     assert reg._choose_solver(sw) == "lbfgs"
+    # several heads take Adam sooner
+    assert AUTO_ADAM_ROWS_HEADS < AUTO_ADAM_ROWS
+    reg = MultiHeadNWRegressor()
+    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS_HEADS), n_heads=4) == "lbfgs"
+    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS_HEADS + 1), n_heads=4) == "adam"
+    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS_HEADS + 1), n_heads=1) == "lbfgs"
+    assert (
+        MultiHeadNWRegressor(solver="lbfgs")._choose_solver(
+            np.ones(AUTO_ADAM_ROWS + 1), n_heads=4
+        )
+        == "lbfgs"
+    )
 
 
 def test_adam_same_under_namespaces(ns):
