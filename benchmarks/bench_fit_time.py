@@ -17,10 +17,11 @@ Sections (``--sections``, all by default):
   defaults against tuned k-NN and HGB.
 * ``large``: 40 000 x 9 (Friedman #1 with 4 noise features), one default
   ``NWAttentionRegressor`` fit against HGB, with test RMSE.
-* ``solver``: medium n (5 000, 10 000 and 20 000 training rows of Friedman #1 with 9
-  features, 10 000 test rows): fit time and test RMSE of both estimators
-  with ``solver='lbfgs'`` and ``'adam'``, the time-to-accuracy behind
-  ``solver='auto'``'s switch to Adam above 10 000 rows.
+* ``solver``: medium n (5 000, 10 000 and 20 000 training rows of
+  Friedman #1 with 9 features, 10 000 test rows): fit time and test RMSE of
+  both estimators with ``solver='lbfgs'`` and ``'adam'``, the time to
+  accuracy behind ``solver='auto'``'s switches to Adam (above 10 000 rows
+  for one head, above 4096 for several).
 * ``busy``: one default ``NWAttentionRegressor`` fit on 4000 x 10, alone,
   beside a process that keeps one core busy, and as one of two fits run at
   once by ``joblib.Parallel(n_jobs=2)`` (as in a parallel ``GridSearchCV``),
