@@ -17,7 +17,7 @@ Sections (``--sections``, all by default):
   defaults against tuned k-NN and HGB.
 * ``large``: 40 000 x 9 (Friedman #1 with 4 noise features), one default
   ``NWAttentionRegressor`` fit against HGB, with test RMSE.
-* ``solver``: medium n (5 000, 10 000 and 20 000 training rows of
+* ``solver``: medium n (3 000, 5 000 and 10 000 training rows of
   Friedman #1 with 9 features, 10 000 test rows): fit time and test RMSE of
   both estimators with ``solver='lbfgs'`` and ``'adam'``, the time to
   accuracy behind ``solver='auto'``'s switches to Adam (above 10 000 rows
@@ -214,7 +214,7 @@ def section_solver(args):
             f"{m + ' ' + s:>26}" for m in ("NWA", "MH") for s in ("lbfgs", "adam")
         )
     )
-    for n in (5_000, 10_000, 20_000):
+    for n in (3_000, 5_000, 10_000):
         cells = []
         for cls in (NWAttentionRegressor, MultiHeadNWRegressor):
             for solver in ("lbfgs", "adam"):

@@ -40,7 +40,6 @@ from nwensemble._backend import (
 from nwensemble._duplicates import DuplicateIndex, blend, fit_duplicate_weight
 from nwensemble._features import FeatureMap
 from nwensemble._fitting import (
-    _COARSE_SIZE,
     fit_projection,
     initial_projection,
     scaled_targets,
@@ -67,10 +66,10 @@ from nwensemble._stochastic import fit_projection_adam
 # reaches the same accuracy sooner with Adam (benchmarks/bench_fit_time.py,
 # section solver).
 AUTO_ADAM_ROWS = 10_000
-# Several heads take Adam from here on: L-BFGS starts them on a subsample of
-# _COARSE_SIZE rows, and once that is under a quarter of the rows they end in
-# a worse optimum than Adam's (same benchmark).
-AUTO_ADAM_ROWS_HEADS = 4 * _COARSE_SIZE
+# Several heads take Adam from here on: full-batch L-BFGS over all rows
+# (their only schedule) then takes longer than Adam and ends less accurate
+# (same benchmark).
+AUTO_ADAM_ROWS_HEADS = 4096
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
 # Compact kernels predict NumPy queries through the radius search from this

@@ -125,13 +125,13 @@ class MultiHeadNWRegressor(BaseNWRegressor):
 
     solver : {'auto', 'lbfgs', 'adam'}, default='auto'
         ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per
-        evaluation, coarse-to-fine). ``'adam'``: Adam on minibatches of
-        ``batch_size`` rows that attend to each other (time linear in n per
-        epoch; ``max_iter`` counts epochs), early-stopped on held-out rows,
-        whose error against all training rows also sets a final factor on the
-        bandwidth. ``'auto'``: ``'adam'`` above 4096 rows for several heads
-        (L-BFGS would start them on a subsample of under a quarter of the
-        rows, which leads them to a worse optimum), above 10 000 for one.
+        evaluation; coarse-to-fine for one head, on all rows for several).
+        ``'adam'``: Adam on minibatches of ``batch_size`` rows that attend to
+        each other (time linear in n per epoch; ``max_iter`` counts epochs),
+        early-stopped on held-out rows, whose error against all training rows
+        also sets a final factor on the bandwidth. ``'auto'``: ``'adam'``
+        above 4096 rows for several heads (beyond that it matches L-BFGS's
+        time at a lower error), above 10 000 for one.
 
     batch_size : int or 'auto', default='auto'
         Rows per minibatch of ``solver='adam'``; ``'auto'`` is
