@@ -335,25 +335,35 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
             self.best_estimator_ = search.best_estimator_
 
     def _fit_loo(self, base, candidates, X, y, fit_params):
+        """Fit every candidate on all rows and score its leave-one-out
+        predictions; with ``verbose``, report each as it finishes."""
         scorer = check_scoring(base, scoring=self.scoring)
-        results = self._run(
-            [
-                delayed(_fit_and_score_loo)(
-                    clone(base).set_params(n_heads=H, head_dim=d),
-                    X,
-                    y,
-                    fit_params,
-                    scorer,
+        tasks = [
+            delayed(_fit_and_score_loo)(
+                clone(base).set_params(n_heads=H, head_dim=d), X, y, fit_params, scorer
+            )
+            for H, d in candidates
+        ]
+        if self.verbose:
+            print(
+                f"[HeadAllocator] {len(tasks)} candidates, each fitted on all "
+                f"{X.shape[0]} rows and scored by leave-one-out",
+                flush=True,
+            )
+        start = time.perf_counter()
+        results = []
+        for (H, d), result in zip(
+            candidates, Parallel(n_jobs=self.n_jobs, return_as="generator")(tasks)
+        ):
+            results.append(result)
+            if self.verbose:
+                elapsed = time.perf_counter() - start
+                left = elapsed / len(results) * (len(tasks) - len(results))
+                print(
+                    f"[HeadAllocator] n_heads={H}, head_dim={d}: "
+                    f"score={result[1]:.4f}  elapsed={elapsed:.1f}s  left~{left:.0f}s",
+                    flush=True,
                 )
-                for H, d in candidates
-            ],
-            labels=[_label(c) for c in candidates],
-            header=(
-                f"{len(candidates)} candidates, each fitted on all "
-                f"{X.shape[0]} rows and scored by leave-one-out"
-            ),
-            score_of=lambda o: o[1],
-        )
         scores = np.array([r[1] for r in results])
         fit_times = np.array([r[2] for r in results])
         score_times = np.array([r[3] for r in results])
@@ -362,26 +372,6 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self.best_score_ = float(scores[self.best_index_])
         if self.refit:
             self.best_estimator_ = results[self.best_index_][0]
-
-    def _run(self, tasks, *, labels, header, score_of):
-        """Run joblib ``tasks``; with ``verbose``, print each result as it
-        arrives, with the time elapsed and an estimate of the time left."""
-        if self.verbose:
-            print(f"[HeadAllocator] {header}", flush=True)
-        start = time.perf_counter()
-        out = []
-        results = Parallel(n_jobs=self.n_jobs, return_as="generator")(tasks)
-        for i, result in enumerate(results):
-            out.append(result)
-            if self.verbose:
-                elapsed = time.perf_counter() - start
-                left = elapsed / (i + 1) * (len(tasks) - i - 1)
-                print(
-                    f"[HeadAllocator] {labels[i]}: score={score_of(result):.4f}  "
-                    f"elapsed={elapsed:.1f}s  left~{left:.0f}s",
-                    flush=True,
-                )
-        return out
 
     def predict(self, X, **predict_params):
         """Predict with the chosen model (``best_estimator_``).
@@ -432,10 +422,6 @@ def _fit_and_score_loo(estimator, X, y, fit_params, scorer):
         y = xp.take(y, back(estimator._loo_rows), axis=0)
     score = float(scorer(_Predictions(), loo, y))
     return estimator, score, fit_time, time.perf_counter() - start
-
-
-def _label(candidate):
-    return f"n_heads={candidate[0]}, head_dim={candidate[1]}"
 
 
 def _results_table(candidates, scores, fit_times, score_times):

@@ -102,6 +102,15 @@ class LBFGSRun:
 _THREADS_OUTSIDE = contextvars.ContextVar("blas_threads_outside_fit", default=None)
 
 
+def _threads_outside(blas):
+    """BLAS threads outside the running fit: those recorded by an enclosing
+    ``fit_threads`` (a fit inside a fit), else the most any library has."""
+    outside = _THREADS_OUTSIDE.get()
+    if outside is not None:
+        return outside
+    return max([lib.num_threads for lib in blas.lib_controllers], default=1)
+
+
 @contextlib.contextmanager
 def fit_threads():
     """Hold BLAS to one thread for the many small products of a fit.
@@ -114,10 +123,7 @@ def fit_threads():
     with them.
     """
     blas = ThreadpoolController().select(user_api="blas")
-    threads = max([lib.num_threads for lib in blas.lib_controllers], default=1)
-    if _THREADS_OUTSIDE.get() is not None:  # a fit inside a fit
-        threads = _THREADS_OUTSIDE.get()
-    token = _THREADS_OUTSIDE.set(threads)
+    token = _THREADS_OUTSIDE.set(_threads_outside(blas))
     try:
         with blas.limit(limits=1):
             yield
@@ -139,12 +145,8 @@ class BlasThreads:
     def __init__(self, probe_every=16):
         self.probe_every = probe_every
         self._blas = ThreadpoolController().select(user_api="blas")
-        outside = _THREADS_OUTSIDE.get()
-        if outside is None:
-            threads = [lib.num_threads for lib in self._blas.lib_controllers]
-            outside = max(threads, default=1)
-        self._many = outside
-        self._times = {outside: [], 1: []}
+        self._many = _threads_outside(self._blas)
+        self._times = {self._many: [], 1: []}
         self._count = 0
 
     @property
