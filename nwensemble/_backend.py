@@ -175,14 +175,16 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
 
 
 def fill_masked(mask, values, other, *, xp):
-    """``other`` (n,) with its entries where ``mask`` is true replaced, in
-    order, by ``values`` (one per true entry).
+    """``other`` (n, ...) with its rows where ``mask`` (n,) is true replaced,
+    in order, by the rows of ``values`` (one per true entry).
 
-    The array API has no assignment through an integer array; each entry
+    The array API has no assignment through an integer array; each row
     takes its value through the running count of true entries instead.
     """
     rank = xp.clip(xp.cumulative_sum(xp.astype(mask, xp.int64)) - 1, 0, None)
-    return xp.where(mask, xp.take(values, rank, axis=0), other)
+    taken = xp.take(values, rank, axis=0)
+    mask = xp.reshape(mask, mask.shape + (1,) * (taken.ndim - 1))
+    return xp.where(mask, taken, other)
 
 
 def workspace_buffer(workspace, shape, like, *, xp):

@@ -8,12 +8,12 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import sparse
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     RegressorMixin,
     TransformerMixin,
+    _fit_context,
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -24,42 +24,28 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from nwensemble._atomic import atomic_fit
 from nwensemble._backend import (
     compute_namespace,
-    device,
-    fill_masked,
     get_namespace,
     like_input,
     move_to,
-    namespace_of,
     same_namespace_or_raise,
     to_host,
     to_numpy,
     where,
 )
-from nwensemble._duplicates import DuplicateIndex, blend, fit_duplicate_weight
+from nwensemble._docstrings import fill_doc
+from nwensemble._duplicates import DuplicateIndex
 from nwensemble._features import FeatureMap
-from nwensemble._fitting import (
-    fit_projection,
-    initial_projection,
-    scaled_targets,
-)
-from nwensemble._kernels import KERNEL_DEGREES, kernel_degree
-from nwensemble._nw_math import (
-    _log_weights,
-    iter_head_attention,
-    loo_head_predictions,
-    loo_spread,
-    nw_predict,
-    nw_predict_with_spread,
-)
-from nwensemble._radius_search import (
-    build_support_index,
-    sparse_attention,
-    sparse_predict,
-)
-from nwensemble._scaling import power_of_two_scale
-from nwensemble._stochastic import fit_projection_adam
+from nwensemble._fitting import FitConfig, fit_lbfgs, scaled_targets
+from nwensemble._init_projection import initial_projection
+from nwensemble._kernels import KERNELS, get_kernel
+from nwensemble._loo_statistics import combine_heads
+from nwensemble._optim import fit_threads
+from nwensemble._predictor import NWPredictor
+from nwensemble._stochastic import fit_adam
+from nwensemble._validation import as_float, validate_fit_data
 
 # solver="auto" trains with Adam on minibatches above this many rows: full
 # leave-one-out L-BFGS costs O(n^2) per evaluation, and beyond this one head
@@ -72,9 +58,6 @@ AUTO_ADAM_ROWS = 10_000
 AUTO_ADAM_ROWS_HEADS = 4096
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
-# Compact kernels predict NumPy queries through the radius search from this
-# many training rows on (below, the dense blocks are as fast).
-SEARCH_MIN_ROWS = 4096
 
 
 class BaseNWRegressor(
@@ -82,10 +65,11 @@ class BaseNWRegressor(
 ):
     """Base class for NW attention regressors; not for direct use.
 
-    Holds the parameters every estimator shares, input validation, feature
-    standardisation, chunked prediction and ``transform``. Subclasses implement
-    ``fit`` and set ``components_`` plus the private fitted state that
-    ``_predict_projected`` reads.
+    Holds the parameters every estimator shares, input validation, ``fit``
+    (feature map, heads, leave-one-out statistics) and the predict-side
+    methods, which validate their input and ask ``predictor_``. Subclasses
+    say how many heads to fit (``_fit_n_heads``) and what to derive from the
+    heads' leave-one-out residuals (``_combine_heads``).
     """
 
     # Whether components_ is (head_dim, n_features) rather than 3-D.
@@ -93,7 +77,7 @@ class BaseNWRegressor(
 
     _parameter_constraints: dict = {
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "kernel": [StrOptions(set(KERNEL_DEGREES))],
+        "kernel": [StrOptions(set(KERNELS))],
         "init": [StrOptions({"auto", "pca", "identity", "random"}), "array-like"],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
@@ -137,25 +121,64 @@ class BaseNWRegressor(
         C = self.components_
         return C.shape[0] if C.ndim == 2 else C.shape[0] * C.shape[1]
 
-    # ------------------------------------------------------------------ fit helpers
+    # ------------------------------------------------------------------ fit
+    @fill_doc
+    @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
+    @fit_threads()
+    def fit(self, X, y, sample_weight=None):
+        """Learn the heads' projections on the ensemble's leave-one-out MSE.
+
+        Parameters
+        ----------
+        %(fit_parameters)s
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        residuals, sw, W_std = self._fit_heads(X, y, sample_weight)
+        self._combine_heads(residuals, sw, W_std)
+        return self
+
+    def _fit_n_heads(self):
+        """Number of heads to fit."""
+        raise NotImplementedError
+
+    def _combine_heads(self, residuals, sw, W_std):
+        """Set the head weights and what follows from the heads' leave-one-out
+        residuals (see ``_fit_heads``)."""
+        raise NotImplementedError
+
+    def _fit_config(self):
+        """The fitting engine's configuration from the parameters."""
+        return FitConfig(
+            kernel=get_kernel(self.kernel),
+            head_dim=self.head_dim,
+            init=self.init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            batch_size=self.batch_size,
+            early_stopping=self.early_stopping,
+            validation_fraction=self.validation_fraction,
+            n_iter_no_change=self.n_iter_no_change,
+            diversity=float(getattr(self, "diversity", 0.0)),
+            callback=self.callback,
+            verbose=self.verbose,
+            name=type(self).__name__,
+        )
+
     def _validate_training_data(self, X, y, sample_weight):
         """Validate ``fit`` input; return namespace, device and arrays on it.
 
-        Returns ``xp, device, X, Y, sw`` with ``Y`` of shape (n, t) in the dtype of
-        ``X`` and ``sw`` non-negative weights that sum to one.
+        Returns ``xp, device, X, Y, sw, single_output`` with ``Y`` of shape
+        (n, t) in the dtype of ``X``, ``sw`` non-negative weights that sum to
+        one, and whether ``y`` was 1-d.
         """
-        xp, _ = get_namespace(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            dtype=(xp.float64, xp.float32),
-            multi_output=True,
-            y_numeric=True,
-            ensure_min_samples=2,
-        )
+        X, y = validate_fit_data(self, X, y)
         xp, dev = get_namespace(X)
-        X = _as_float(X, xp=xp)
+        X = as_float(X, xp=xp)
         # scikit-learn's checks see the input's arrays only: with the dispatch
         # off they would turn arrays of another device into NumPy (which CuPy
         # refuses).
@@ -167,8 +190,8 @@ class BaseNWRegressor(
         y = move_to(y, xp=xp, device=dev)
         sw = move_to(sw, xp=xp, device=dev)
         Y = xp.astype(y, X.dtype)
-        self._y_ndim = Y.ndim
-        if Y.ndim == 1:
+        single_output = Y.ndim == 1
+        if single_output:
             Y = xp.reshape(Y, (-1, 1))
         if not bool(xp.all(sw >= 0)):
             raise ValueError("sample_weight must be non-negative.")
@@ -178,21 +201,27 @@ class BaseNWRegressor(
                 "At least 2 samples with positive sample_weight are needed: a "
                 f"leave-one-out fit attends to the other samples; got {n_positive}."
             )
-        return xp, dev, X, Y, sw / xp.sum(sw)
+        return xp, dev, X, Y, sw / xp.sum(sw), single_output
 
-    def _fit_heads(self, X, y, sample_weight, *, n_heads, diversity):
-        """Validate, standardise, learn the heads and store the fitted state.
+    def _fit_heads(self, X, y, sample_weight):
+        """Validate, standardise, learn the heads and make ``predictor_``.
 
         Sets ``components_`` ((head_dim, p) for the single-head estimator, else
-        (n_heads, head_dim, p)), the private state prediction needs,
-        ``n_iter_``, ``n_fev_`` and ``loss_curve_``. Returns the heads'
-        leave-one-out residuals on the training rows of ``_loo_rows`` (all rows
-        when None), shape (n_heads, m, t), those rows' sample weights and the
+        (n_heads, head_dim, p)), ``predictor_``, ``n_iter_``, ``n_fev_``,
+        ``loss_curve_`` and ``n_support_fallback_``. Returns the heads'
+        leave-one-out residuals on the rows of ``_loo_rows`` (all rows when
+        None), shape (n_heads, m, t), those rows' sample weights and the
         heads' projections in standardised units (the space they are learned
         in), all float64 NumPy, for the diagnostics.
         """
-        previous = getattr(self, "_W_model", None) if self.warm_start else None
-        xp, dev, X, Y, sw = self._validate_training_data(X, y, sample_weight)
+        previous = None
+        if self.warm_start and hasattr(self, "predictor_"):
+            previous = self.predictor_.W
+        n_heads = self._fit_n_heads()
+        xp, dev, X, Y, sw, single_output = self._validate_training_data(
+            X, y, sample_weight
+        )
+        config = self._fit_config()
         rng = check_random_state(self.random_state)
         features = FeatureMap(self.standardize)
         Xs = features.fit_transform(X, sw, rng=rng, xp=xp)
@@ -207,19 +236,17 @@ class BaseNWRegressor(
         # With the copies' blend on, the heads learn from the rows with their
         # copies merged: leave-one-out then leaves a record out with all its
         # copies, so that the heads learn to predict from other records (the
-        # blend serves the copies). Red wine (29 % of rows repeated), one
-        # head, 5-fold CV, blend on, copies kept against merged: 0.594 ->
-        # 0.584 RMSE (test rows without copies in fold 0: 0.671 -> 0.636).
-        self._duplicates = (
+        # blend serves the copies).
+        duplicates = (
             None if self.duplicate_weight == 0 else DuplicateIndex(X, Y, sw, xp=xp)
         )
         Xt, Yt, swt = Xs, Ys, sw
-        if self._duplicates is not None:
-            Xt, Yt, swt = self._duplicates.collapse(Xs, Ys, sw, xp=xp)
+        if duplicates is not None:
+            Xt, Yt, swt = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
         start = time.perf_counter()
         W0 = initial_projection(
-            self, previous, Xt, Yt, swt, scale_np, n_heads=n_heads, rng=rng, xp=xp
+            config, previous, Xt, Yt, swt, scale_np, n_heads=n_heads, rng=rng, xp=xp
         )
         self._progress("start (bandwidths on a subsample)", start)
         d = W0.shape[1] // n_heads
@@ -229,58 +256,47 @@ class BaseNWRegressor(
             return W.T.reshape(shape)
 
         start = time.perf_counter()
-        self._solver = self._choose_solver(swt, n_heads)
-        fit = fit_projection_adam if self._solver == "adam" else fit_projection
-        W, n_iter, n_fev, curve, result = fit(
-            self,
+        solver = self._choose_solver(swt, n_heads)
+        solve = fit_adam if solver == "adam" else fit_lbfgs
+        fitted = solve(
+            config,
             W0,
             Xt,
             Yt,
             swt,
             n_heads=n_heads,
-            diversity=diversity,
             as_components=as_components,
             rng=rng,
             xp=xp,
         )
-        if result is not None and result.status == 1:
-            unit = "epochs" if self._solver == "adam" else "iterations"
+        unit = "epochs" if solver == "adam" else "iterations"
+        if fitted.at_max_iter:
             warnings.warn(
                 f"{type(self).__name__} stopped after max_iter={self.max_iter} "
                 f"{unit} before the loss converged; increase max_iter or tol.",
                 ConvergenceWarning,
             )
-        if self.verbose:
-            steps = (
-                "epochs, {} steps"
-                if self._solver == "adam"
-                else ("iterations, {} evaluations")
-            )
-            print(
-                f"[{type(self).__name__}] fitted in {time.perf_counter() - start:.2f}s"
-                f", {n_iter} " + steps.format(n_fev),
-                flush=True,
-            )
+        steps = "steps" if solver == "adam" else "evaluations"
+        self._progress(f"fitted, {fitted.n_iter} {unit}, {fitted.n_fev} {steps}", start)
 
-        W_x = xp.asarray(W, dtype=X.dtype, device=dev)
+        W_x = xp.asarray(fitted.W, dtype=X.dtype, device=dev)
         scale = xp.asarray(scale_np, dtype=X.dtype, device=dev)
         self.components_ = xp.reshape((W_x / scale[:, None]).T, shape)
-        self._features = features
-        self._kernel = self.kernel
+        self.predictor_ = NWPredictor(
+            features=features,
+            W=W_x,
+            X=Xs,
+            Y=Y,
+            sample_weight=sw,
+            kernel=config.kernel,
+            n_heads=n_heads,
+            single_output=single_output,
+        )
+        self.predictor_.duplicates = duplicates
         self._device = self.device
-        self._W_model = W_x
-        self._z_fit = Xs @ W_x
-        self._y_fit = Y
-        self._log_sw = _log_weights(sw, xp=xp)
-        self._support_index = None
-        degree = kernel_degree(self._kernel)
-        if degree is not None:
-            self._support_index = build_support_index(
-                self._z_fit, self._log_sw, n_heads=n_heads, degree=degree
-            )
-        self.n_iter_ = n_iter
-        self.n_fev_ = n_fev
-        self.loss_curve_ = curve
+        self.n_iter_ = fitted.n_iter
+        self.n_fev_ = fitted.n_fev
+        self.loss_curve_ = fitted.loss_curve
         # Leave-one-out statistics (noise level, head weights, correlations):
         # every row up to LOO_STATS_ROWS, else a random subset of queries,
         # each attending to all rows, so that their cost stays linear in n.
@@ -290,25 +306,16 @@ class BaseNWRegressor(
         rows_np = np.arange(X.shape[0])
         if positive.shape[0] > LOO_STATS_ROWS:
             rows_np = np.sort(rng.choice(positive, LOO_STATS_ROWS, replace=False))
-            self._loo_rows = xp.asarray(rows_np, device=dev)
+            self._loo_rows = rows_np
         rows = xp.asarray(rows_np, device=dev)
         start = time.perf_counter()
-        heads, fallback = loo_head_predictions(
-            self._z_fit,
-            Y,
-            self._log_sw,
-            rows,
-            xp=xp,
-            n_heads=n_heads,
-            kernel=self._kernel,
-            fallback=True,
-        )
+        heads, fallback = self.predictor_.loo_head_predictions(rows)
         counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
         self.n_support_fallback_ = int(counts[0]) if self._single_head else counts
         Y_rows = xp.take(Y, rows, axis=0)
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
         self._progress(f"leave-one-out statistics on {rows_np.shape[0]} rows", start)
-        return residuals, sw_np[rows_np], as_components(W)
+        return residuals, sw_np[rows_np], as_components(fitted.W)
 
     def _progress(self, stage, start):
         """With ``verbose``, say that ``stage`` (begun at ``start``) is done."""
@@ -328,79 +335,22 @@ class BaseNWRegressor(
         return "adam" if n_positive > limit else "lbfgs"
 
     def _set_head_combination(self, residuals, sw, head_weights):
-        """Set the head weights, the leave-one-out predictions and the noise
-        standard deviation per output, from the heads' leave-one-out residuals.
-
-        The ensemble's leave-one-out residual at row ``i`` has variance
-        ``sigma^2 (1 + sum_j v_ij^2)`` under homoscedastic noise (the row's own
-        noise plus that of the estimate, ``v_i`` its weights on the other rows),
-        so ``sigma^2 = sum_i sw_i r_i^2 / sum_i sw_i (1 + sum_j v_ij^2)``.
-        """
-        xp, _ = namespace_of(self._y_fit)
-        dev = device(self._y_fit)
-        self._head_weights = head_weights
-        rows = self._loo_rows
-        if rows is None:
-            rows = xp.arange(self._y_fit.shape[0], device=dev)
-        # The statistics of the residuals are taken on residuals / s, exact
-        # and free of overflow and underflow whatever the target's scale.
-        s = power_of_two_scale(residuals)
-        R = np.tensordot(np.asarray(head_weights), residuals / s, axes=1)  # (m, t)
-        # The ensemble's leave-one-out predictions (of the rows in _loo_rows,
-        # all when None), for scoring without refits.
-        Y_rows = xp.take(self._y_fit, rows, axis=0)
-        self._loo_prediction = Y_rows + xp.asarray(
-            R * s, dtype=self._y_fit.dtype, device=dev
+        """Combine the heads with ``head_weights``; set ``loo_prediction_``,
+        ``duplicate_weight_`` and the predictor's noise level from the heads'
+        leave-one-out residuals (see ``_loo_statistics``)."""
+        loo, self.duplicate_weight_ = combine_heads(
+            self.predictor_,
+            residuals,
+            sw,
+            head_weights,
+            rows=self._loo_rows,
+            duplicate_weight=self.duplicate_weight,
         )
-        self._fit_duplicate_weight(rows, Y_rows, sw, xp=xp)
-        spread = to_numpy(
-            loo_spread(
-                self._z_fit,
-                self._y_fit,
-                self._log_sw,
-                rows,
-                xp=xp,
-                n_heads=self._n_heads,
-                head_weights=head_weights,
-                kernel=self._kernel,
-            )
-        ).astype(np.float64)
-        sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
-        self._noise_std = xp.asarray(
-            np.sqrt(sigma2) * s, dtype=self._y_fit.dtype, device=device(self._y_fit)
-        )
-
-    def _fit_duplicate_weight(self, rows, Y_rows, sw, *, xp):
-        """Set ``duplicate_weight_`` from the leave-one-out predictions of the
-        rows that have copies, and blend those predictions accordingly."""
-        rho = 0.0
-        if self._duplicates is not None:
-            w = xp.asarray(sw, dtype=self._y_fit.dtype, device=device(self._y_fit))
-            M, found = self._duplicates.left_out_means(rows, self._y_fit, w, xp=xp)
-            if self.duplicate_weight == "auto":
-                rho = fit_duplicate_weight(Y_rows, self._loo_prediction, M, found, sw)
-            else:
-                rho = float(self.duplicate_weight)
-            self._loo_prediction = blend(self._loo_prediction, M, found, rho, xp=xp)
-        if rho == 0.0:
-            self._duplicates = None  # nothing to look up at predict time
-        self.duplicate_weight_ = rho
-
-    def _copies(self, X, *, xp):
-        """``(group, found)`` of the queries' copies among the training rows,
-        or None when the model does not blend them in."""
-        if self._duplicates is None:
-            return None
-        return self._duplicates.lookup(X, xp=xp)
-
-    @property
-    def _n_heads(self):
-        C = self.components_
-        return 1 if C.ndim == 2 else C.shape[0]
+        self.loo_prediction_ = self.predictor_.output(loo)
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
-        """Validated ``X`` in the fitted arrays' namespace, and that namespace.
+        """Validated ``X`` in the fitted arrays' namespace.
 
         With ``device='auto'`` at fit, ``X`` must already be there; with
         ``'cpu'`` or ``'cuda'`` it is moved there (see ``_like_input`` for
@@ -410,13 +360,12 @@ class BaseNWRegressor(
         if getattr(self, "_device", "auto") == "auto":
             same_namespace_or_raise(X, self.components_, estimator=self, method=method)
         xp, _ = get_namespace(X)
-        X = _as_float(
+        X = as_float(
             validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False), xp=xp
         )
-        fit_xp, fit_dev = namespace_of(self.components_)
         if where(X) != where(self.components_):
-            X = move_to(X, xp=fit_xp, device=fit_dev)
-        return X, fit_xp
+            X = self.predictor_.to_model(X)
+        return X
 
     def _like_input(self, X):
         """Moves results back to ``X``'s namespace and device when the model
@@ -441,8 +390,8 @@ class BaseNWRegressor(
             heads the head spaces are concatenated.
         """
         back = self._like_input(X)
-        X, xp = self._check_predict_input(X, "transform")
-        return back(self._project(X, xp=xp))
+        X = self._check_predict_input(X, "transform")
+        return back(self.predictor_.project(X))
 
     def predict(self, X, return_std=False):
         """Predict with the fitted attention over the training rows.
@@ -470,60 +419,11 @@ class BaseNWRegressor(
             smoothing bias.
         """
         back = self._like_input(X)
-        X, xp = self._check_predict_input(X, "predict")
-        Q = self._project(X, xp=xp)
-        copies = self._copies(X, xp=xp)
+        X = self._check_predict_input(X, "predict")
         if not return_std:
-            Y_hat = self._blend_copies(self._predict_projected(Q, xp=xp), copies, xp=xp)
-            return back(Y_hat[:, 0] if self._y_ndim == 1 else Y_hat)
-        Y_hat, spread = nw_predict_with_spread(
-            Q,
-            self._z_fit,
-            self._y_fit,
-            self._log_sw,
-            xp=xp,
-            n_heads=self._n_heads,
-            head_weights=self._head_weights,
-            kernel=self._kernel,
-        )
-        if copies is not None:
-            Y_hat = self._blend_copies(Y_hat, copies, xp=xp)
-            spread = self._blended_spread(Q, spread, copies, xp=xp)
-        Y_std = spread[:, None] * self._noise_std[None, :]
-        if self._y_ndim == 1:
-            return back(Y_hat[:, 0]), back(Y_std[:, 0])
+            return back(self.predictor_.predict(X))
+        Y_hat, Y_std = self.predictor_.predict(X, return_std=True)
         return back(Y_hat), back(Y_std)
-
-    def _blend_copies(self, Y_hat, copies, *, xp):
-        """The heads' estimate with ``duplicate_weight_`` of the copies' mean
-        target blended in, for queries that have copies."""
-        if copies is None:
-            return Y_hat
-        group, found = copies
-        M = self._duplicates.means(group, Y_hat.dtype, xp=xp)
-        return blend(Y_hat, M, found, self.duplicate_weight_, xp=xp)
-
-    def _blended_spread(self, Q, spread, copies, *, xp):
-        """``||v(x)||`` for the blended weights of the queries with copies.
-
-        Those queries' weights are formed explicitly, in blocks of bounded
-        memory; the others keep ``spread``.
-        """
-        group, found = copies
-        rows = xp.nonzero(found)[0]
-        if rows.shape[0] == 0:
-            return spread
-        parts = [
-            xp.sqrt(xp.sum(weights * weights, axis=1))
-            for weights in self._ensemble_weights(
-                xp.take(Q, rows, axis=0),
-                xp=xp,
-                copies=(xp.take(group, rows), xp.take(found, rows)),
-            )
-        ]
-        return fill_masked(
-            found, xp.astype(xp.concat(parts), spread.dtype), spread, xp=xp
-        )
 
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.
@@ -559,129 +459,8 @@ class BaseNWRegressor(
             ``fit``) that the weights belong to.
         """
         back = self._like_input(X)
-        X, xp = self._check_predict_input(X, "attention_weights")
-        H = self._n_heads
-        n_fit = self._z_fit.shape[0]
-        if head is not None and not (
-            isinstance(head, (int, np.integer)) and 0 <= head < H
-        ):
-            raise ValueError(
-                f"head must be None or an int in [0, {H - 1}]; got {head!r}."
-            )
-        if top_k is not None and not (
-            isinstance(top_k, (int, np.integer)) and 1 <= top_k <= n_fit
-        ):
-            raise ValueError(
-                f"top_k must be None or an int in [1, {n_fit}] (the training rows); "
-                f"got {top_k!r}."
-            )
-        Q = self._project(X, xp=xp)
-        # The copies' blend belongs to the ensemble's weights, not a head's.
-        copies = self._copies(X, xp=xp) if head is None else None
-        if self._support_index is not None and top_k is None:
-            weights = sparse_attention(
-                Q,
-                self._support_index,
-                n_heads=H,
-                head_weights=self._head_weights,
-                head=head,
-                dtype=to_numpy(Q[:1, :1]).dtype,
-            )
-            if copies is not None:
-                group, found = (to_numpy(a) for a in copies)
-                copy_weights = self._duplicates.sparse_copy_weights(
-                    group, found, to_numpy(xp.exp(self._log_sw))
-                )
-                rho = self.duplicate_weight_
-                keep = sparse.diags_array(1.0 - rho * found.astype(np.float64))
-                weights = sparse.csr_array(
-                    keep @ weights + rho * copy_weights, dtype=weights.dtype
-                )
-            return weights
-        blocks = [
-            _top_k(weights, top_k, xp=xp)
-            for weights in self._ensemble_weights(Q, xp=xp, head=head, copies=copies)
-        ]
-        if top_k is None:
-            return back(blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0))
-        weights = xp.concat([b[0] for b in blocks], axis=0)
-        indices = xp.concat([b[1] for b in blocks], axis=0)
-        return back(weights), back(indices)
-
-    def _ensemble_weights(self, Q, *, xp, head=None, copies=None):
-        """Dense attention of consecutive blocks of ``Q`` on the training rows:
-        head ``head``'s, or the ensemble's (``head=None``) with the copies'
-        blend for the queries in ``copies`` (``(group, found)`` of all ``Q``).
-        Yields one (block, n_samples_fit) array per block."""
-        H = self._n_heads
-        acc = None
-        if copies is not None:
-            sw = xp.exp(self._log_sw)
-        for rows, h, E, num, _ in iter_head_attention(
-            Q,
-            self._z_fit,
-            self._y_fit,
-            self._log_sw,
-            xp=xp,
-            n_heads=H,
-            kernel=self._kernel,
-        ):
-            if head is not None and h != head:
-                continue
-            part = E / num[:, -1:]
-            if head is None and H > 1:
-                part = self._head_weights[h] * part
-            acc = part if (head is not None or h == 0) else acc + part
-            if head is not None or h == H - 1:
-                if copies is not None:
-                    group, found = (a[rows] for a in copies)
-                    C = self._duplicates.copy_weights(group, found, sw, xp=xp)
-                    acc = blend(acc, C, found, self.duplicate_weight_, xp=xp)
-                yield acc
-
-    def _project(self, X, *, xp):
-        return self._features.transform(X, xp=xp) @ self._W_model
-
-    def _predict_projected(self, Q, *, xp):
-        """NW prediction for projected queries ``Q``, in tiles of bounded
-        memory. Compact kernels with NumPy input (the tree lives on the host)
-        attend only to the rows the radius search finds."""
-        use_search = (
-            self._support_index is not None
-            and self._z_fit.shape[0] >= SEARCH_MIN_ROWS
-            and isinstance(Q, np.ndarray)
-        )
-        if use_search:
-            Y_hat = sparse_predict(
-                Q,
-                self._support_index,
-                self._y_fit,
-                n_heads=self._n_heads,
-                head_weights=self._head_weights,
-            )
-            return Y_hat.astype(Q.dtype, copy=False)
-        return nw_predict(
-            Q,
-            self._z_fit,
-            self._y_fit,
-            self._log_sw,
-            xp=xp,
-            n_heads=self._n_heads,
-            head_weights=self._head_weights,
-            kernel=self._kernel,
-        )
-
-
-def _as_float(X, *, xp):
-    """Return ``X`` as float32 if it already is, else float64."""
-    if X.dtype == xp.float32 or X.dtype == xp.float64:
-        return X
-    return xp.astype(X, xp.float64)
-
-
-def _top_k(W, k, *, xp):
-    """``W`` itself, or its ``k`` largest entries per row with their columns."""
-    if k is None:
-        return W
-    order = xp.argsort(W, axis=1, descending=True, stable=True)[:, :k]
-    return xp.take_along_axis(W, order, axis=1), order
+        X = self._check_predict_input(X, "attention_weights")
+        result = self.predictor_.attention_weights(X, head=head, top_k=top_k)
+        if top_k is not None:
+            return back(result[0]), back(result[1])
+        return result if self.predictor_.support_index is not None else back(result)

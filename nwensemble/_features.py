@@ -101,9 +101,9 @@ def fit_power(X, sw, *, rng):
         best = np.where(better, ll, best)
         lambdas = np.where(better, lam, lambdas)
     few_values = np.array([np.unique(col).shape[0] < 3 for col in X.T])
-    # Symmetric features are left linear: on Friedman #1's uniform features a
-    # Box-Cox warp raised the test RMSE by 0.7 %. Only features whose
-    # weighted skewness exceeds _SKEW_TO_WARP in size are warped.
+    # Symmetric features are left linear (warping Friedman #1's uniform
+    # features raised its test error): only features whose weighted skewness
+    # exceeds _SKEW_TO_WARP in size are warped.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         centred = V - w @ V
         std = np.sqrt(w @ centred**2)

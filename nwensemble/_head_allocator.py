@@ -25,11 +25,13 @@ from nwensemble._allocation import (
 from nwensemble._atomic import atomic_fit
 from nwensemble._backend import (
     get_namespace,
+    like_input,
     same_namespace_or_raise,
     to_host,
     where,
 )
 from nwensemble._multi_head import MultiHeadNWRegressor
+from nwensemble._validation import validate_fit_data
 
 
 class HeadAllocator(RegressorMixin, BaseEstimator):
@@ -290,16 +292,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self : object
             Fitted allocator.
         """
-        xp, _ = get_namespace(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            dtype=(xp.float64, xp.float32),
-            multi_output=True,
-            y_numeric=True,
-            ensure_min_samples=2,
-        )
+        X, y = validate_fit_data(self, X, y)
         n, p = X.shape
         self._fit_where = where(X)
         base = self._base_estimator()
@@ -338,9 +331,16 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         """Fit every candidate on all rows and score its leave-one-out
         predictions; with ``verbose``, report each as it finishes."""
         scorer = check_scoring(base, scoring=self.scoring)
+        # The rule's allocation alone needs no score to be chosen.
+        required = self.strategy == "cv"
         tasks = [
             delayed(_fit_and_score_loo)(
-                clone(base).set_params(n_heads=H, head_dim=d), X, y, fit_params, scorer
+                clone(base).set_params(n_heads=H, head_dim=d),
+                X,
+                y,
+                fit_params,
+                scorer,
+                required=required,
             )
             for H, d in candidates
         ]
@@ -407,19 +407,30 @@ class _Predictions(RegressorMixin):
         return X
 
 
-def _fit_and_score_loo(estimator, X, y, fit_params, scorer):
-    """Fit on all rows; score the exact leave-one-out predictions."""
+def _fit_and_score_loo(estimator, X, y, fit_params, scorer, *, required=True):
+    """Fit on all rows; score the exact leave-one-out predictions (NaN for an
+    estimator without them, unless a score is ``required``)."""
     start = time.perf_counter()
     estimator.fit(X, y, **fit_params)
     fit_time = time.perf_counter() - start
     start = time.perf_counter()
+    loo = getattr(estimator, "loo_prediction_", None)
+    if loo is None and not required:
+        return estimator, float("nan"), fit_time, time.perf_counter() - start
+    if loo is None:
+        raise TypeError(
+            f"HeadAllocator with cv=None scores the leave-one-out predictions "
+            f"of each fit (loo_prediction_), which {type(estimator).__name__} "
+            "does not give; pass cv=5 (or another splitter) instead."
+        )
     # Scored beside y: the model may compute elsewhere (device='cuda').
-    back = estimator._like_input(X)
-    loo = back(estimator._loo_prediction)
-    loo = loo[:, 0] if estimator._y_ndim == 1 else loo
-    if estimator._loo_rows is not None:  # large n: a random subset of rows
-        xp, _ = get_namespace(y)
-        y = xp.take(y, back(estimator._loo_rows), axis=0)
+    loo = like_input(y)(loo)
+    xp, _ = get_namespace(y)
+    # Above 2048 rows only a random subset has leave-one-out predictions.
+    computed = xp.isfinite(loo) if loo.ndim == 1 else xp.all(xp.isfinite(loo), axis=1)
+    if not bool(xp.all(computed)):
+        rows = xp.nonzero(computed)[0]
+        loo, y = xp.take(loo, rows, axis=0), xp.take(y, rows, axis=0)
     score = float(scorer(_Predictions(), loo, y))
     return estimator, score, fit_time, time.perf_counter() - start
 

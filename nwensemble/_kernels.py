@@ -1,4 +1,4 @@
-"""The kernel family: softmax (Gaussian) and the compact Epanechnikov kernels.
+"""The kernel family as objects: softmax (Gaussian) and the compact kernels.
 
 Library definition. With the score ``s = -||W^T (x - x_i)||^2 / 2`` of the
 softmax head, the compact kernel of degree ``k`` gives the weight
@@ -11,68 +11,204 @@ bandwidth), and ``K_k(s) -> exp(s)`` as ``k -> infinity``: softmax is the
 limit of the family. Degrees 1, 2, 3 are the Epanechnikov, biweight and
 triweight kernels, the alpha-entmax attentions with ``alpha = 1 + 1/k`` of the
 sparse-attention seed document.
+
+A kernel answers what the forward pass, the backward pass, the radius search
+and prediction ask of it; a new kernel is one subclass of ``Kernel`` (of
+``CompactKernel`` for one that vanishes beyond a radius), registered in
+``KERNELS``.
 """
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from nwensemble._backend import maximum_inplace, takes_out
+import numpy as np
 
-# Degrees 1 to 3 only: the weights and derivatives below are written for them.
-KERNEL_DEGREES = {"softmax": None, "epanechnikov": 1, "biweight": 2, "triweight": 3}
+from nwensemble._attention import attend, attend_compact, key_bias
+from nwensemble._backend import eager_host, maximum_inplace, takes_out
 
 
-def kernel_degree(kernel):
-    """Degree ``k`` of a compact kernel; None for softmax."""
+class Kernel:
+    """How a head turns scores ``s = -||q - z||^2 / 2`` into weights.
+
+    Attributes
+    ----------
+    name : str
+        The value of the estimators' ``kernel`` parameter.
+    compact : bool
+        Weights vanish beyond ``radius``: prediction may use a radius search,
+        and a query with an empty support falls back to its nearest row.
+    shift_invariant : bool
+        The normalised weights do not change when a row's scores shift by a
+        constant, so the rows of the loss's ``G`` sum to zero (see
+        ``_loo_loss``).
+    own_derivative : bool
+        ``dE / ds = E``: the forward pass's block serves the backward pass.
+    tiles_on_host : bool
+        Prediction on the host runs through cache-sized tiles
+        (``_nw_predict``) instead of blocks.
+    """
+
+    name = None
+    compact = False
+    shift_invariant = False
+    own_derivative = False
+    tiles_on_host = False
+
+    def keys(self, Z, log_sw, *, xp):
+        """``(bias, weight)`` of one head's keys ``Z`` (n, d) for ``attend``."""
+        raise NotImplementedError
+
+    def attend(self, Q, Z, keys, R, *, xp, **options):
+        """Unnormalised attention ``E`` (m, n), ``E @ R`` and the fallback mask
+        (None when no query fell back); ``R``'s last column must be ones.
+
+        ``options``: ``leave_one_out`` (``Q is Z``: no row attends to
+        itself), ``exclude`` (one key index per query that it gives no
+        weight), ``workspace`` (a dict that keeps buffers across calls) and
+        ``exact_zeros`` (see ``_attention.attend``).
+        """
+        raise NotImplementedError
+
+    def derivative_inplace(self, E, keys, *, xp):
+        """``dE / ds`` from the weights ``E``, overwriting ``E`` where the
+        namespace allows it."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class Softmax(Kernel):
+    """Gaussian weights ``w_j exp(s)``, normalised per query: softmax attention."""
+
+    name = "softmax"
+    shift_invariant = True
+    own_derivative = True
+    tiles_on_host = True
+
+    def keys(self, Z, log_sw, *, xp):
+        # The log weights ride in the per-key logit offset.
+        return key_bias(Z, log_sw, xp=xp), None
+
+    def attend(self, Q, Z, keys, R, *, xp, **options):
+        E, M = attend(Q, Z, keys[0], R, xp=xp, **options)
+        return E, M, None
+
+    def derivative_inplace(self, E, keys, *, xp):
+        return E
+
+
+class CompactKernel(Kernel):
+    """``w_j (1 + s / k)_+^k``: zero beyond the radius ``sqrt(2 k)``.
+
+    Subclasses set ``name`` and the integer ``degree`` ``k``.
+    """
+
+    compact = True
+    degree = None
+
+    @property
+    def radius(self):
+        """Radius of the support in the learned space: ``sqrt(2 k)``."""
+        return (2.0 * self.degree) ** 0.5
+
+    def keys(self, Z, log_sw, *, xp):
+        # Weights multiply the kernel (None when all are equal, which saves a
+        # pass over every block; checked only where reading back is cheap).
+        bias = -0.5 * xp.sum(Z * Z, axis=1)
+        weight = xp.exp(log_sw - xp.max(log_sw))
+        if eager_host(xp) and bool(xp.all(weight == 1.0)):
+            return bias, None
+        return bias, weight
+
+    def attend(self, Q, Z, keys, R, *, xp, exact_zeros=True, **options):
+        # Compact weights are exactly zero outside the support anyway.
+        bias, weight = keys
+        return attend_compact(Q, Z, bias, weight, R, kernel=self, xp=xp, **options)
+
+    def weights_inplace(self, A, key_weight, *, xp):
+        """``w_j (1 + A_ij / k)_+^k`` from full scores ``A`` (m, n), in place
+        where the namespace allows it. ``key_weight`` (n,) or None (all ones)."""
+        A *= 1.0 / self.degree
+        A += 1.0
+        A = maximum_inplace(A, 0.0, xp=xp)
+        A = self._power_inplace(A, xp=xp)
+        if key_weight is not None:
+            A *= key_weight[None, :]
+        return A
+
+    def derivative_inplace(self, E, keys, *, xp):
+        """``dE / ds = w_j (1 + s / k)_+^(k - 1)`` from ``E = w_j (1 + s / k)_+^k``.
+
+        For the Epanechnikov kernel this is ``w_j`` inside the support and 0
+        outside (a subgradient at the boundary, where the weight itself is
+        continuous).
+        """
+        E = self._root_inplace(E, xp=xp)
+        key_weight = keys[1]
+        if key_weight is not None:
+            E *= (key_weight ** (1.0 / self.degree))[None, :]
+        return E
+
+    def sparse_weights(self, dist):
+        """Unnormalised weights (NumPy) of keys at distances ``dist`` in the
+        learned space, for the radius search."""
+        u = 1.0 - dist * dist / (2.0 * self.degree)
+        np.maximum(u, 0.0, out=u)
+        return u**self.degree
+
+    def _power_inplace(self, A, *, xp):
+        """``A^k`` by products (faster than pow), in place."""
+        if self.degree > 1:
+            factor = A
+            for _ in range(self.degree - 2):
+                factor = factor * A
+            A *= factor
+        return A
+
+    def _root_inplace(self, E, *, xp):
+        """``E^((k - 1) / k)``, the derivative's power of the weight: 1 on the
+        support for k = 1, then square and cube roots (faster than pow)."""
+        out = {"out": E} if takes_out(xp) else {}
+        if self.degree == 1:
+            return xp.sign(E, **out)
+        if self.degree == 2:
+            return xp.sqrt(E, **out)
+        if self.degree == 3 and hasattr(xp, "cbrt"):
+            E = xp.cbrt(E, **out)
+            E *= E
+            return E
+        return xp.pow(E, (self.degree - 1) / self.degree, **out)
+
+
+class Epanechnikov(CompactKernel):
+    """``(1 + s)_+``: degree 1."""
+
+    name, degree = "epanechnikov", 1
+
+
+class Biweight(CompactKernel):
+    """``(1 + s / 2)_+^2``: degree 2."""
+
+    name, degree = "biweight", 2
+
+
+class Triweight(CompactKernel):
+    """``(1 + s / 3)_+^3``: degree 3."""
+
+    name, degree = "triweight", 3
+
+
+KERNELS = {k.name: k for k in (Softmax(), Epanechnikov(), Biweight(), Triweight())}
+
+
+def get_kernel(kernel):
+    """The ``Kernel`` named ``kernel`` (a kernel object is returned as is)."""
+    if isinstance(kernel, Kernel):
+        return kernel
     try:
-        return KERNEL_DEGREES[kernel]
+        return KERNELS[kernel]
     except KeyError:
         raise ValueError(
-            f"kernel must be one of {sorted(KERNEL_DEGREES)}; got {kernel!r}."
+            f"kernel must be one of {sorted(KERNELS)}; got {kernel!r}."
         ) from None
-
-
-def support_radius(degree):
-    """Radius of the support in the learned space: ``sqrt(2 k)``."""
-    return (2.0 * degree) ** 0.5
-
-
-def compact_weights_inplace(A, degree, key_weight, *, xp):
-    """``w_j (1 + A_ij / k)_+^k`` from full scores ``A`` (m, n), in place where
-    the namespace allows it. ``key_weight`` (n,) or None (all ones)."""
-    A *= 1.0 / degree
-    A += 1.0
-    A = maximum_inplace(A, 0.0, xp=xp)
-    # Products, not pow: pow was 4.5x slower than A *= A * A (NumPy, 2 cores).
-    if degree == 2:
-        A *= A
-    elif degree == 3:
-        A *= A * A
-    if key_weight is not None:
-        A *= key_weight[None, :]
-    return A
-
-
-def compact_derivative_inplace(E, degree, key_weight, *, xp):
-    """``dE / ds = w_j (1 + s / k)_+^(k - 1)`` from ``E = w_j (1 + s / k)_+^k``.
-
-    Overwrites ``E`` where the namespace allows it. For the Epanechnikov kernel
-    this is ``w_j`` inside the support and 0 outside (a subgradient at the
-    boundary, where the weight itself is continuous).
-    """
-    if degree == 1:
-        E = xp.sign(E, out=E) if takes_out(xp) else xp.sign(E)
-    elif degree == 2:
-        E = xp.sqrt(E, out=E) if takes_out(xp) else xp.sqrt(E)
-    elif hasattr(xp, "cbrt"):  # degree 3: E^(2/3); cbrt and a square beat pow 2x
-        E = xp.cbrt(E, out=E) if takes_out(xp) else xp.cbrt(E)
-        E *= E
-    else:
-        E = _power(E, 2.0 / 3.0, xp=xp)
-    if key_weight is not None:
-        E *= (key_weight ** (1.0 / degree))[None, :]
-    return E
-
-
-def _power(A, exponent, *, xp):
-    return xp.pow(A, exponent, out=A) if takes_out(xp) else xp.pow(A, exponent)

@@ -7,27 +7,26 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from nwensemble._atomic import atomic_fit
 from nwensemble._backend import device, namespace_of, to_numpy
 from nwensemble._base import BaseNWRegressor
-from nwensemble._optim import fit_threads
+from nwensemble._docstrings import fill_doc
 from nwensemble._scaling import power_of_two_scale
-from nwensemble.diagnostics._bvc import bvc_parts
-from nwensemble.diagnostics._subspaces import (
+from nwensemble.diagnostics import (
     head_diversity_index,
     principal_angles,
     subspace_similarity,
 )
+from nwensemble.diagnostics._bvc import bvc_parts
 
 # The decomposition in fit resamples at most this many training rows: its
 # cost grows with the square of the rows, and its averages settle long before.
 _BVC_MAX_ROWS = 2000
 
 
+@fill_doc
 class MultiHeadNWRegressor(BaseNWRegressor):
     """Multi-head attention regression: an ensemble of Nadaraya-Watson heads.
 
@@ -58,17 +57,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         of :class:`HeadAllocator`: ``floor(log(n_samples / 10))`` within 1 and
         ``n_features`` (all features for ``n_heads=1``).
 
-    kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
-            default='softmax'
-        ``'softmax'``: Gaussian weights ``exp(s)`` with the score
-        ``s = -||W^T (x - x_i)||^2 / 2``, all positive. The compact kernels
-        give ``(1 + s / k)_+^k`` with ``k`` = 1, 2, 3: exactly zero beyond the
-        radius ``sqrt(2 k)`` in the learned space (sparse attention; softmax
-        is the limit ``k -> infinity``). A query with no training row within
-        the radius predicts its nearest row's target. Compact kernels predict
-        NumPy input through a radius search (cost grows with the rows in the
-        support, not with ``n_samples``) and ``attention_weights`` returns a
-        ``scipy.sparse`` array. See the user guide's "Kernels" page.
+    %(kernel)s
 
     diversity : float, default=0.0
         Weight ``lambda`` of the diversity penalty, relative to the leave-one-out
@@ -115,93 +104,16 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         guide's multi-head page). An array is used as given, in the
         units of ``components_``.
 
-    max_iter : int, default=200
-        Maximum number of L-BFGS iterations per stage. ``0`` keeps the initial
-        projections.
+    %(optimisation)s
 
-    tol : float, default=1e-5
-        Convergence tolerance on the relative loss decrease and on the
-        projected gradient.
+    %(input)s
 
-    solver : {'auto', 'lbfgs', 'adam'}, default='auto'
-        ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per
-        evaluation; coarse-to-fine for one head, on all rows for several).
-        ``'adam'``: Adam on minibatches of ``batch_size`` rows that attend to
-        each other (time linear in n per epoch; ``max_iter`` counts epochs),
-        early-stopped on held-out rows, whose error against all training rows
-        also sets a final factor on the bandwidth. ``'auto'``: ``'adam'``
-        above 4096 rows for several heads (beyond that it matches L-BFGS's
-        time at a lower error), above 10 000 for one.
-
-    batch_size : int or 'auto', default='auto'
-        Rows per minibatch of ``solver='adam'``; ``'auto'`` is
-        ``min(1024, n_samples)``.
-
-    early_stopping : 'auto' or bool, default='auto'
-        Hold out ``validation_fraction`` of the rows and keep the projections
-        with the lowest held-out error of the ensemble; see
-        :class:`NWAttentionRegressor`. ``'auto'`` counts
-        ``n_features * n_heads * head_dim`` learned parameters.
-
-    validation_fraction : float, default=0.1
-        Fraction of the rows held out for early stopping.
-
-    n_iter_no_change : int, default=10
-        Patience of early stopping, in iterations.
-
-    standardize : 'power' or bool, default='power'
-        The feature map the heads' projection works in. ``True``: every feature centred
-        and scaled to unit (weighted) variance; ``components_`` is then
-        reported in the input's units. ``'power'``: scaled, then warped by a
-        per-feature Yeo-Johnson power transform whose exponent is chosen by
-        likelihood, then scaled again, so that skewed features (ages,
-        frequencies, counts) do not squeeze most rows into a corner of the
-        kernel; ``components_`` is then in the units of the warped,
-        standardised features. ``False``: centred only. Measured with 5-fold
-        CV on six real sets, ``'power'`` lowered the RMSE of one head by 20 %
-        on average against ``True`` (``benchmarks/tabular.py``).
-
-    duplicate_weight : 'auto' or float in [0, 1], default='auto'
-        How much a query that repeats training rows exactly (all features
-        equal) draws on their mean target: its prediction is ``(1 - rho) *
-        f(x) + rho * mean(y of the copies)``, with ``f`` the NW estimate and
-        ``rho`` this weight; other queries are not affected. ``'auto'`` learns
-        ``rho`` from the training rows that have copies, by the leave-one-out
-        error of that blend (0 when no training rows repeat); copies with
-        equal targets (duplicated records) push it to 1, noisy replicates
-        lower. ``0`` turns the blend off. The heads, ``hdi_`` and
-        ``bvc_decomposition_`` describe the NW estimate without the blend.
-        With the blend on, the projection is learned on the rows with their
-        copies merged (leave-one-out leaves a record out with its copies).
-        Measured with 5-fold CV, 0 against 'auto': red wine (29 % of rows
-        repeated) 0.631 -> 0.583, concrete (5 %, noisy replicates) 6.755 ->
-        6.476.
-
-    warm_start : bool, default=False
-        If True and ``fit`` was called before, start from the previous
-        ``components_``.
-
-    callback : callable, default=None
-        Called after every iteration as ``callback(components, n_iter)`` with the
-        current projections of shape (n_heads, head_dim, n_features), in
-        standardised units, as a NumPy array.
-
-    device : {'auto', 'cpu', 'cuda'}, default='auto'
-        Where ``fit`` and ``predict`` compute. ``'auto'`` follows the input:
-        NumPy on the host, CuPy arrays on their GPU, other array-API arrays in
-        their namespace (with scikit-learn's array-API dispatch on), and the
-        fitted arrays live there too. ``'cpu'``: NumPy on the host whatever
-        the input. ``'cuda'``: CuPy on the current GPU (an error says so where
-        CuPy or a GPU is missing); NumPy input is copied to the GPU. With
-        ``'cpu'`` or ``'cuda'``, results (``predict``, ``transform``,
-        ``attention_weights``) come back in the input's namespace and device:
-        NumPy input gets NumPy predictions.
+    %(run)s
 
     random_state : int, RandomState instance or None, default=None
         Seed of the initial directions, the subsamples and the resamples.
 
-    verbose : int, default=0
-        Print the loss and elapsed time at every iteration when positive.
+    %(verbose)s
 
     Attributes
     ----------
@@ -238,32 +150,13 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         ``mse = bias2 + variance / n_heads + (1 - 1 / n_heads) * covariance``.
         None when ``bvc_resamples=0``.
 
-    duplicate_weight_ : float
-        The blend's weight ``rho`` (see ``duplicate_weight``): learned with
-        ``'auto'``, else the parameter.
-
     n_support_fallback_ : array of int, shape (n_heads,)
         Training rows (of those used for the leave-one-out statistics: all
         up to 2048, else a random 2048) whose leave-one-out estimate had no
         other row inside the compact kernel's support and fell back to the
         nearest row, per head. Always 0 for ``kernel='softmax'``.
 
-    n_iter_ : int
-        L-BFGS iterations over all stages.
-
-    n_fev_ : int
-        Loss and gradient evaluations over all stages.
-
-    loss_curve_ : list of float
-        Objective (leave-one-out loss plus diversity term) after every
-        iteration.
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit``. Defined only when `X` has
-        feature names that are all strings.
+    %(attributes)s
 
     See Also
     --------
@@ -357,34 +250,13 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @atomic_fit
-    @fit_threads()
-    def fit(self, X, y, sample_weight=None):
-        """Learn the heads' projections jointly on the ensemble's leave-one-out MSE.
+    def _fit_n_heads(self):
+        return self.n_heads
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Target values.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; at least two must be positive. A row of
-            weight zero takes no part in the fit, as if removed (up to the
-            rounding of sums that include it).
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
+    def _combine_heads(self, residuals, sw, W_std):
         H = self.n_heads
-        residuals, sw, W_std = self._fit_heads(
-            X, y, sample_weight, n_heads=H, diversity=self.diversity
-        )
-        xp, dev = namespace_of(self._y_fit)
-        dtype = self._y_fit.dtype
+        xp, dev = namespace_of(self.predictor_.Y)
+        dtype = self.predictor_.Y.dtype
         if self.head_weights == "optimal":
             alpha = _optimal_head_weights(residuals, sw)
         else:
@@ -403,10 +275,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         if self.bvc_resamples > 0:
             start = time.perf_counter()
             rng = check_random_state(self.random_state)
-            weights = to_numpy(xp.exp(self._log_sw)).astype(np.float64)
+            weights = to_numpy(xp.exp(self.predictor_.log_sw)).astype(np.float64)
             self.bvc_decomposition_ = self._training_bvc(weights, rng=rng, xp=xp)
             self._progress("bias-variance-covariance decomposition", start)
-        return self
 
     def _training_bvc(self, sw, *, rng, xp):
         """The decomposition on (at most ``_BVC_MAX_ROWS``) training rows."""
@@ -414,21 +285,18 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         rows = positive
         if positive.shape[0] > _BVC_MAX_ROWS:
             rows = np.sort(rng.choice(positive, size=_BVC_MAX_ROWS, replace=False))
-        idx = xp.asarray(rows, device=device(self._z_fit))
-        weights = xp.asarray(
-            sw[rows] / sw[rows].sum(),
-            dtype=self._z_fit.dtype,
-            device=device(self._z_fit),
-        )
+        Z, Y = self.predictor_.Z, self.predictor_.Y
+        idx = xp.asarray(rows, device=device(Z))
+        weights = xp.asarray(sw[rows] / sw[rows].sum(), dtype=Z.dtype, device=device(Z))
         return bvc_parts(
-            xp.take(self._z_fit, idx, axis=0),
-            xp.take(self._y_fit, idx, axis=0),
+            xp.take(Z, idx, axis=0),
+            xp.take(Y, idx, axis=0),
             weights,
             n_heads=self.n_heads,
             n_resamples=self.bvc_resamples,
             rng=rng,
             n_jobs=self.n_jobs,
-            kernel=self._kernel,
+            kernel=self.predictor_.kernel,
             xp=xp,
         )
 

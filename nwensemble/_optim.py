@@ -211,7 +211,8 @@ class EarlyStopping:
     Parameters
     ----------
     val_loss : callable
-        ``val_loss(theta) -> float`` on held-out rows.
+        ``val_loss(theta) -> float`` on held-out rows; ``theta`` is a NumPy
+        vector (L-BFGS) or the solver's array on its device (Adam).
     patience : int
         Stop after this many iterations without an improvement of more than
         ``tol`` (relative).
@@ -227,9 +228,13 @@ class EarlyStopping:
         self.last = np.inf
         self._stale = 0
 
-    def start(self, theta):
-        """Score the starting point, so that a fit can never end worse."""
-        self.update(theta)
+    def start(self, theta, *, score=True):
+        """Begin from ``theta``: scored, so that a fit can never end worse, or
+        (``score=False``) only kept as the answer until an iterate is scored."""
+        if score:
+            self.update(theta)
+        else:
+            self.best_theta = _kept(theta)
         self._stale = 0
 
     def reset_patience(self):
@@ -245,5 +250,12 @@ class EarlyStopping:
             self._stale += 1
         if self.last < self.best:
             self.best = self.last
-            self.best_theta = np.array(theta, dtype=np.float64, copy=True)
+            self.best_theta = _kept(theta)
         return self._stale >= self.patience
+
+
+def _kept(theta):
+    """``theta`` kept as it is now: NumPy arrays are copied (the optimiser
+    may write into them), others (device arrays the solver replaces at each
+    step) are kept as they are."""
+    return theta.copy() if isinstance(theta, np.ndarray) else theta

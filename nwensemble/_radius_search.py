@@ -22,12 +22,11 @@ from scipy import sparse
 from sklearn.neighbors import KDTree
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
+from nwensemble._attention import EMPTY_ROW_SUMS
 from nwensemble._backend import to_numpy
-from nwensemble._kernels import support_radius
-from nwensemble._nw_math import EMPTY_ROW_SUMS
 
-# KDTree leaf size: 80 was the fastest of 10, 20, 40, 80 for a 4-d head at
-# n = 50 000 (0.87 s against 1.08 s with scikit-learn's default 40, 1 thread).
+# KDTree leaf size: the fastest of 10, 20, 40 and 80 for a small head on
+# tens of thousands of rows (performance notes).
 _LEAF_SIZE = 80
 # Queries per task of the threaded search (the tree releases the GIL).
 _SEARCH_CHUNK = 4096
@@ -43,12 +42,12 @@ class SupportIndex:
     key_weight : ndarray of shape (n,)
         Sample weights relative to their maximum; rows of weight zero are
         left out of the tree (they never receive attention).
-    degree : int
-        The kernel's degree ``k``.
+    kernel : CompactKernel
+        The head's kernel (its radius and weights).
     """
 
-    def __init__(self, Z, key_weight, degree):
-        self.degree = degree
+    def __init__(self, Z, key_weight, kernel):
+        self.kernel = kernel
         self.n_keys = Z.shape[0]
         self.rows = np.flatnonzero(key_weight > 0)
         self.weight = key_weight[self.rows]
@@ -61,7 +60,7 @@ class SupportIndex:
         get weight one on their nearest training row instead."""
         Q = np.asarray(Q, dtype=np.float64)
         m = Q.shape[0]
-        radius = support_radius(self.degree)
+        radius = self.kernel.radius
         chunks = [
             slice(s, min(s + _SEARCH_CHUNK, m)) for s in range(0, m, _SEARCH_CHUNK)
         ]
@@ -74,10 +73,8 @@ class SupportIndex:
         dist = [a for part in found for a in part[1]]
         counts = np.fromiter((a.shape[0] for a in ind), dtype=np.int64, count=m)
         cols = np.concatenate(ind) if m else np.zeros(0, dtype=np.int64)
-        u = np.concatenate(dist) if m else np.zeros(0)
-        u = 1.0 - u * u / (2.0 * self.degree)
-        np.maximum(u, 0.0, out=u)
-        vals = u**self.degree
+        dist = np.concatenate(dist) if m else np.zeros(0)
+        vals = self.kernel.sparse_weights(dist)
         if not self.uniform:
             vals *= self.weight[cols]
         indptr = np.concatenate([[0], np.cumsum(counts)])
@@ -105,14 +102,14 @@ class SupportIndex:
 _EMPTY_ROW_SUM = EMPTY_ROW_SUMS[0]
 
 
-def build_support_index(Z, log_sw, *, n_heads, degree):
+def build_support_index(Z, log_sw, *, n_heads, kernel):
     """A ``SupportIndex`` per head of projected training rows ``Z`` (n, H d)."""
     Z = to_numpy(Z).astype(np.float64)
     log_w = to_numpy(log_sw).astype(np.float64)
     key_weight = np.exp(log_w - log_w.max())
     d = Z.shape[1] // n_heads
     return [
-        SupportIndex(Z[:, h * d : (h + 1) * d], key_weight, degree)
+        SupportIndex(Z[:, h * d : (h + 1) * d], key_weight, kernel)
         for h in range(n_heads)
     ]
 

@@ -3,13 +3,11 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from sklearn.base import _fit_context
-
-from nwensemble._atomic import atomic_fit
 from nwensemble._base import BaseNWRegressor
-from nwensemble._optim import fit_threads
+from nwensemble._docstrings import fill_doc
 
 
+@fill_doc
 class NWAttentionRegressor(BaseNWRegressor):
     """Nadaraya-Watson regression as single-head softmax attention.
 
@@ -33,17 +31,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         full-rank metric, as :class:`~sklearn.neighbors.NeighborhoodComponentsAnalysis`
         does with ``n_components=None``).
 
-    kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
-            default='softmax'
-        ``'softmax'``: Gaussian weights ``exp(s)`` with the score
-        ``s = -||W^T (x - x_i)||^2 / 2``, all positive. The compact kernels
-        give ``(1 + s / k)_+^k`` with ``k`` = 1, 2, 3: exactly zero beyond the
-        radius ``sqrt(2 k)`` in the learned space (sparse attention; softmax
-        is the limit ``k -> infinity``). A query with no training row within
-        the radius predicts its nearest row's target. Compact kernels predict
-        NumPy input through a radius search (cost grows with the rows in the
-        support, not with ``n_samples``) and ``attention_weights`` returns a
-        ``scipy.sparse`` array. See the user guide's "Kernels" page.
+    %(kernel)s
 
     init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
             (head_dim, n_features), default='auto'
@@ -53,102 +41,19 @@ class NWAttentionRegressor(BaseNWRegressor):
         ``head_dim`` standardised features; ``'random'``: Gaussian directions.
         For these, the overall scale (the bandwidth) is then picked from a grid
         by leave-one-out error on a subsample; with ``'identity'`` each
-        feature's scale is then refined on its own the same way (two sweeps of
-        factors 1/8 to 8). An array is used as given, in the units of
-        ``components_``.
+        feature's scale is then fitted on its own, by the same error. An
+        array is used as given, in the units of ``components_``.
 
-    max_iter : int, default=200
-        Maximum number of L-BFGS iterations per stage. ``0`` keeps the initial
-        projection: a plain NW estimator with the starting bandwidth.
+    %(optimisation)s
 
-    tol : float, default=1e-5
-        Convergence tolerance on the relative loss decrease and on the projected
-        gradient (scipy's ``ftol`` and ``gtol``). The loss is the leave-one-out
-        MSE divided by the target variance.
+    %(input)s
 
-    solver : {'auto', 'lbfgs', 'adam'}, default='auto'
-        ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per
-        evaluation, coarse-to-fine). ``'adam'``: Adam on minibatches of
-        ``batch_size`` rows that attend to each other (time linear in n per
-        epoch; ``max_iter`` counts epochs), early-stopped on held-out rows,
-        whose error against all training rows also sets a final factor on the
-        bandwidth. ``'auto'``: ``'adam'`` above 10 000 rows.
-
-    batch_size : int or 'auto', default='auto'
-        Rows per minibatch of ``solver='adam'``; ``'auto'`` is
-        ``min(1024, n_samples)``.
-
-    early_stopping : 'auto' or bool, default='auto'
-        Hold out ``validation_fraction`` of the rows as queries that never serve
-        as keys during training, and keep the projection with the lowest
-        held-out error; stop after ``n_iter_no_change`` iterations without
-        improvement. The exact leave-one-out error can still be driven down by
-        fitting noise when ``n_features * head_dim`` is large against
-        ``n_samples``; the held-out rows catch that. ``'auto'`` enables it when
-        there are at least 50 samples with positive weight but fewer than 20
-        per learned parameter (``20 * n_features * head_dim``); with more, the
-        held-out rows are worth more as training data. The held-out rows are
-        keys again in the fitted model.
-
-    validation_fraction : float, default=0.1
-        Fraction of the rows held out for early stopping.
-
-    n_iter_no_change : int, default=10
-        Patience of early stopping, in iterations.
-
-    standardize : 'power' or bool, default='power'
-        The feature map the projection works in. ``True``: every feature centred
-        and scaled to unit (weighted) variance; ``components_`` is then
-        reported in the input's units. ``'power'``: scaled, then warped by a
-        per-feature Yeo-Johnson power transform whose exponent is chosen by
-        likelihood, then scaled again, so that skewed features (ages,
-        frequencies, counts) do not squeeze most rows into a corner of the
-        kernel; ``components_`` is then in the units of the warped,
-        standardised features. ``False``: centred only. Measured with 5-fold
-        CV on six real sets, ``'power'`` lowered the RMSE of one head by 20 %
-        on average against ``True`` (``benchmarks/tabular.py``).
-
-    duplicate_weight : 'auto' or float in [0, 1], default='auto'
-        How much a query that repeats training rows exactly (all features
-        equal) draws on their mean target: its prediction is ``(1 - rho) *
-        f(x) + rho * mean(y of the copies)``, with ``f`` the NW estimate and
-        ``rho`` this weight; other queries are not affected. ``'auto'`` learns
-        ``rho`` from the training rows that have copies, by the leave-one-out
-        error of that blend (0 when no training rows repeat); copies with
-        equal targets (duplicated records) push it to 1, noisy replicates
-        lower. ``0`` turns the blend off. The heads, ``hdi_`` and
-        ``bvc_decomposition_`` describe the NW estimate without the blend.
-        With the blend on, the projection is learned on the rows with their
-        copies merged (leave-one-out leaves a record out with its copies).
-        Measured with 5-fold CV, 0 against 'auto': red wine (29 % of rows
-        repeated) 0.614 -> 0.584, concrete (5 %, noisy replicates) 5.442 ->
-        5.131.
-
-    warm_start : bool, default=False
-        If True and ``fit`` was called before, start from the previous
-        ``components_`` (``head_dim`` and ``init`` are then ignored).
-
-    callback : callable, default=None
-        Called after every iteration as ``callback(components, n_iter)`` with the
-        current projection of shape (head_dim, n_features), in standardised
-        units, as a NumPy array.
-
-    device : {'auto', 'cpu', 'cuda'}, default='auto'
-        Where ``fit`` and ``predict`` compute. ``'auto'`` follows the input:
-        NumPy on the host, CuPy arrays on their GPU, other array-API arrays in
-        their namespace (with scikit-learn's array-API dispatch on), and the
-        fitted arrays live there too. ``'cpu'``: NumPy on the host whatever
-        the input. ``'cuda'``: CuPy on the current GPU (an error says so where
-        CuPy or a GPU is missing); NumPy input is copied to the GPU. With
-        ``'cpu'`` or ``'cuda'``, results (``predict``, ``transform``,
-        ``attention_weights``) come back in the input's namespace and device:
-        NumPy input gets NumPy predictions.
+    %(run)s
 
     random_state : int, RandomState instance or None, default=None
         Seed of the subsamples and of ``init='random'``.
 
-    verbose : int, default=0
-        Print the loss and elapsed time at every iteration when positive.
+    %(verbose)s
 
     Attributes
     ----------
@@ -156,31 +61,13 @@ class NWAttentionRegressor(BaseNWRegressor):
         The learned projection ``W^T``, applied to the feature map of
         ``standardize`` (in the input's units unless it is ``'power'``).
 
-    duplicate_weight_ : float
-        The blend's weight ``rho`` (see ``duplicate_weight``): learned with
-        ``'auto'``, else the parameter.
-
     n_support_fallback_ : int
         Training rows (of those used for the leave-one-out statistics: all
         up to 2048, else a random 2048) whose leave-one-out estimate had no
         other row inside the compact kernel's support and fell back to the
         nearest row. Always 0 for ``kernel='softmax'``.
 
-    n_iter_ : int
-        L-BFGS iterations over all stages.
-
-    n_fev_ : int
-        Loss and gradient evaluations over all stages.
-
-    loss_curve_ : list of float
-        Loss after every iteration (subsample stage first, then all rows).
-
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit``. Defined only when `X` has
-        feature names that are all strings.
+    %(attributes)s
 
     See Also
     --------
@@ -262,30 +149,8 @@ class NWAttentionRegressor(BaseNWRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @atomic_fit
-    @fit_threads()
-    def fit(self, X, y, sample_weight=None):
-        """Learn the projection by minimising the leave-one-out MSE.
+    def _fit_n_heads(self):
+        return 1
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Target values.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; at least two must be positive. A row of
-            weight zero takes no part in the fit, as if removed (up to the
-            rounding of sums that include it).
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
-        residuals, sw, _ = self._fit_heads(
-            X, y, sample_weight, n_heads=1, diversity=0.0
-        )
+    def _combine_heads(self, residuals, sw, W_std):
         self._set_head_combination(residuals, sw, [1.0])
-        return self

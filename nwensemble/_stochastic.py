@@ -22,14 +22,14 @@ to all training rows.
 
 import math
 import time
-import types
 
 import numpy as np
 
 from nwensemble._backend import device, to_numpy
-from nwensemble._fitting import _split_validation
-from nwensemble._nw_math import heldout_loss, loo_loss_and_grad
-from nwensemble.diagnostics._subspaces import diversity_penalty_and_grad
+from nwensemble._fitting import SolverResult, split_validation
+from nwensemble._loo_loss import diversity_penalty_and_grad, loo_loss_and_grad
+from nwensemble._nw_predict import heldout_loss
+from nwensemble._optim import EarlyStopping
 
 # batch_size="auto": rows per minibatch.
 AUTO_BATCH = 1024
@@ -43,37 +43,45 @@ _VALIDATION_ROWS = 1000
 _CALIBRATION_GRID = 2.0 ** np.arange(-1.0, 3.01, 0.25)
 
 
-def fit_projection_adam(
-    est, W0, Xs, Ys, sw, *, n_heads, diversity, as_components, rng, xp
-):
-    """Adam over minibatch epochs from ``W0``; returns what ``fit_projection``
-    does (``W`` as float64 NumPy, epochs, steps, per-epoch loss, a result with
-    ``status`` 1 when ``max_iter`` epochs ran out before early stopping)."""
+def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
+    """Adam over minibatch epochs from ``W0``, early-stopped on held-out rows.
+
+    A solver (see ``_fitting.SolverResult``): ``n_iter`` counts epochs and
+    ``n_fev`` minibatch steps.
+    """
     p, k = W0.shape
     dev = device(Xs)
     n_params = p * k
-    train, val = _split_validation(
-        est, Xs, Ys, sw, n_params, rng=rng, xp=xp, force=True
+    diversity = config.diversity
+    train, val = split_validation(
+        config, Xs, Ys, sw, n_params, rng=rng, xp=xp, force=True
     )
     Xt, Yt, swt = train
     positive = np.flatnonzero(to_numpy(swt) > 0)
     n = positive.shape[0]
-    batch = min(AUTO_BATCH if est.batch_size == "auto" else est.batch_size, n)
+    batch = min(AUTO_BATCH if config.batch_size == "auto" else config.batch_size, n)
     Xv, Yv, swv = _validation_subset(val, rng=rng, xp=xp)
     W = xp.asarray(W0, dtype=Xs.dtype, device=dev)
-    if est.max_iter == 0:
-        return W0, 0, 0, [], None
+    if config.max_iter == 0:
+        return SolverResult(W0, 0, 0, [], False)
 
     lr = _LEARNING_RATE * math.sqrt(float(np.mean(W0**2)))
     m = xp.zeros_like(W)
     v = xp.zeros_like(W)
     b1, b2 = _BETAS
-    best, best_W, stale = math.inf, W, 0
+    monitor = EarlyStopping(
+        lambda W: heldout_loss(
+            W, Xv, Yv, swv, Xt, Yt, swt, xp=xp, n_heads=n_heads, kernel=config.kernel
+        ),
+        patience=config.n_iter_no_change,
+        tol=config.tol,
+    )
+    monitor.start(W, score=False)
     curve, n_steps, start = [], 0, time.perf_counter()
     workspace = {}
-    status = 1
+    at_max_iter = True
     epochs = 0
-    for epoch in range(est.max_iter):
+    for epoch in range(config.max_iter):
         order = xp.asarray(positive[rng.permutation(n)], device=dev)
         epoch_loss = None
         n_batches = 0
@@ -91,7 +99,7 @@ def fit_projection_adam(
                 n_heads=n_heads,
                 workspace=workspace,
                 loss_as_array=True,
-                kernel=est.kernel,
+                kernel=config.kernel,
             )
             if diversity > 0 and n_heads > 1:
                 _, pgrad = diversity_penalty_and_grad(W, n_heads, xp=xp)
@@ -106,31 +114,28 @@ def fit_projection_adam(
             n_batches += 1
         epochs = epoch + 1
         curve.append(float(epoch_loss) / max(n_batches, 1))
-        val_loss = heldout_loss(
-            W, Xv, Yv, swv, Xt, Yt, swt, xp=xp, n_heads=n_heads, kernel=est.kernel
-        )
-        if est.verbose:
+        stop = monitor.update(W)
+        if config.verbose:
             print(
-                f"[{type(est).__name__}] epoch {epochs:4d}  loss={curve[-1]:.6e}  "
-                f"val={val_loss:.6e}  elapsed={time.perf_counter() - start:.2f}s",
+                f"[{config.name}] epoch {epochs:4d}  loss={curve[-1]:.6e}  "
+                f"val={monitor.last:.6e}  elapsed={time.perf_counter() - start:.2f}s",
                 flush=True,
             )
-        if est.callback is not None:
-            est.callback(as_components(to_numpy(W).astype(np.float64)), epochs)
-        if val_loss < best * (1.0 - est.tol):
-            stale = 0
-        else:
-            stale += 1
-        if val_loss < best:
-            best, best_W = val_loss, W
-        if stale >= est.n_iter_no_change:
-            status = 0
+        if config.callback is not None:
+            config.callback(as_components(to_numpy(W).astype(np.float64)), epochs)
+        if stop:
+            at_max_iter = False
             break
     W = _calibrate_scale(
-        best_W, (Xv, Yv, swv), train, n_heads=n_heads, kernel=est.kernel, xp=xp
+        monitor.best_theta,
+        (Xv, Yv, swv),
+        train,
+        n_heads=n_heads,
+        kernel=config.kernel,
+        xp=xp,
     )
-    result = types.SimpleNamespace(status=status)
-    return to_numpy(W).astype(np.float64), epochs, n_steps, curve, result
+    W = to_numpy(W).astype(np.float64)
+    return SolverResult(W, epochs, n_steps, curve, at_max_iter)
 
 
 def _validation_subset(val, *, rng, xp):

@@ -56,7 +56,9 @@ CASES = {
     ),
     "mh_early_stopping": (
         MultiHeadNWRegressor,
-        dict(n_heads=2, head_dim=3, early_stopping=True, bvc_resamples=0, random_state=1),
+        dict(
+            n_heads=2, head_dim=3, early_stopping=True, bvc_resamples=0, random_state=1
+        ),
         "float64",
     ),
     "allocator_loo": (
@@ -106,8 +108,10 @@ def outputs(name):
 
 
 def loo_prediction(model):
-    """The model's leave-one-out predictions of its training rows."""
-    return model._loo_prediction
+    """The model's leave-one-out predictions of its training rows, (n, t)
+    as recorded."""
+    loo = np.asarray(model.loo_prediction_)
+    return loo.reshape(loo.shape[0], -1)
 
 
 def main():

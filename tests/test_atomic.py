@@ -6,8 +6,8 @@ import pytest
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import NotFittedError
 
-import nwensemble._base
-import nwensemble._fitting
+import nwensemble._init_projection
+import nwensemble._predictor
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 
 X_old, y_old = make_friedman1(n_samples=80, n_features=5, noise=0.5, random_state=0)
@@ -33,9 +33,9 @@ def _interrupt_at_iteration(n):
 # Points inside fit: (module, name) patched to raise, or None for a callback.
 POINTS = {
     "callback": None,
-    "start stage": (nwensemble._fitting, "_best_scale"),
-    "leave-one-out statistics": (nwensemble._base, "loo_head_predictions"),
-    "noise level": (nwensemble._base, "loo_spread"),
+    "start stage": (nwensemble._init_projection, "_best_scale"),
+    "leave-one-out statistics": (nwensemble._predictor, "loo_head_predictions"),
+    "noise level": (nwensemble._predictor, "loo_spread"),
 }
 
 ESTIMATORS = {

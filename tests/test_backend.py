@@ -209,7 +209,7 @@ def test_device_cuda_adam_with_repeated_rows_and_dispatch_off(gpu_stand_in):
     with pytest.warns(ConvergenceWarning):
         reg = NWAttentionRegressor(device="cuda", **params).fit(X, y)
     assert reg.duplicate_weight_ > 0
-    assert reg._duplicates.rows.device == dev
+    assert reg.predictor_.duplicates.rows.device == dev
     pred, std = reg.predict(X[:50], return_std=True)
     assert pred.dtype == np.float32 and isinstance(std, np.ndarray)
     assert_allclose(pred, ref.predict(X[:50]), rtol=1e-4, atol=1e-5)

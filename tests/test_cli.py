@@ -65,6 +65,7 @@ def test_demo_runs_on_the_fewest_rows_it_accepts(tmp_path):
     assert "7 samples" in out.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(SHARED), reason="../shared/data not present")
 def test_module_entry_point_on_real_csv():
     """`python -m nwensemble demo --csv` runs on a real data set."""
@@ -78,6 +79,7 @@ def test_module_entry_point_on_real_csv():
     assert "308 samples x 6 features" in res.stdout
 
 
+@pytest.mark.slow
 def test_demo_saves_plots(tmp_path):
     """--plot writes a PNG with the HDI and BVC figures."""
     pytest.importorskip("matplotlib")
@@ -88,6 +90,7 @@ def test_demo_saves_plots(tmp_path):
     assert f"saved to {path}" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_demo_on_the_gpu_stand_in(gpu_stand_in):
     """--device cuda runs the NW models through device='cuda' (here on the
     stand-in device) and says so."""

@@ -1,5 +1,6 @@
 """scikit-learn's estimator checks for every public estimator."""
 
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
@@ -44,11 +45,20 @@ def _expected_failed_checks(estimator):
         # Computes in NumPy whatever the input (no array-API checks then).
         MultiHeadNWRegressor(n_heads=2, device="cpu"),
         # The checks seed top-level random_state only; the allocator has none.
-        HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=3),
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),
     ],
     expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_compatible_estimator(estimator, check):
     """Each estimator passes scikit-learn's common checks."""
+    check(estimator)
+
+
+@pytest.mark.slow
+@parametrize_with_checks(
+    [HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=3)],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible_allocator_with_folds(estimator, check):
+    """The allocator scoring by folds (a grid search per fit) passes them too."""
     check(estimator)

@@ -7,14 +7,12 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
 from nwensemble import MultiHeadNWRegressor
-from nwensemble._fitting import objective
 from nwensemble.diagnostics import (
     bvc_decomposition,
     head_diversity_index,
     principal_angles,
     subspace_similarity,
 )
-from nwensemble.diagnostics._subspaces import diversity_penalty_and_grad
 
 
 def _orthogonal(p, rng):
@@ -98,65 +96,6 @@ def test_hdi_single_head_is_nan():
 def test_subspace_functions_reject_bad_input(components, match):
     with pytest.raises(ValueError, match=match):
         head_diversity_index(components)
-
-
-def test_penalty_gradient_matches_finite_differences():
-    """The smooth penalty's gradient equals central differences."""
-    rng = np.random.default_rng(0)
-    W = rng.standard_normal((7, 6))
-
-    def f(theta):
-        return diversity_penalty_and_grad(theta.reshape(W.shape), 3)[0]
-
-    _, grad = diversity_penalty_and_grad(W, 3)
-    numeric = np.array(
-        [(f(W.ravel() + 1e-6 * e) - f(W.ravel() - 1e-6 * e)) / 2e-6 for e in np.eye(42)]
-    )
-    assert_allclose(grad.ravel(), numeric, rtol=1e-6, atol=1e-9)
-    # The penalty is sum_{h<g} ||U_h^T U_g||_F^2 = d * pairs * (1 - HDI).
-    C = W.T.reshape(3, 2, 7)
-    assert_allclose(f(W.ravel()), 2 * 3 * (1 - head_diversity_index(C)))
-
-
-def test_penalty_on_the_arrays_device(ns):
-    """The stochastic solver takes the penalty where ``W`` lives: the same
-    value and gradient in every namespace, the gradient on ``W``'s device."""
-    import array_api_compat
-
-    W = np.random.default_rng(1).standard_normal((7, 6))
-    ref_penalty, ref_grad = diversity_penalty_and_grad(W, 3)
-    Wx = ns.asarray(W)
-    penalty, grad = diversity_penalty_and_grad(
-        Wx, 3, xp=array_api_compat.array_namespace(Wx)
-    )
-    assert_allclose(ns.check_output(grad), ref_grad, rtol=1e-10, atol=1e-12)
-    assert_allclose(float(penalty), float(ref_penalty), rtol=1e-12)
-
-
-@pytest.mark.parametrize("t", [1, 2])
-def test_joint_objective_gradient_with_diversity(t):
-    """The training objective (ensemble LOO loss + diversity term) and its
-    gradient agree with central differences to 1e-5."""
-    rng = np.random.default_rng(3)
-    X, Y = rng.standard_normal((35, 5)), rng.standard_normal((35, t))
-    sw = rng.uniform(0.5, 1.5, 35)
-    sw /= sw.sum()
-    W = rng.standard_normal((5, 6)) * 0.8
-
-    def f(theta):
-        return objective(
-            theta.reshape(W.shape), X, Y, sw, n_heads=3, diversity=0.3, xp=np
-        )[0]
-
-    _, grad = objective(W, X, Y, sw, n_heads=3, diversity=0.3, xp=np)
-    step = 1e-6
-    numeric = np.array(
-        [
-            (f(W.ravel() + step * e) - f(W.ravel() - step * e)) / (2 * step)
-            for e in np.eye(30)
-        ]
-    )
-    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
 
 
 def _fixed_heads_model(X, y, H, d, seed):

@@ -146,7 +146,7 @@ def test_weights_and_std_include_the_blend(kernel):
     assert_allclose(pred, reg.predict(Xq), rtol=1e-12)
     assert_allclose(dense.sum(axis=1), 1.0, rtol=1e-12)
     spread = np.sqrt((dense**2).sum(axis=1))
-    assert_allclose(std, spread * reg._noise_std[0], rtol=1e-10)
+    assert_allclose(std, spread * reg.predictor_.noise_std[0], rtol=1e-10)
     # A single head's weights are its own, without the blend.
     head = reg.attention_weights(Xq, head=0)
     head = head.toarray() if hasattr(head, "toarray") else head

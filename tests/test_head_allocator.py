@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.datasets import make_friedman1
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
@@ -36,6 +36,7 @@ def _fast(**kw):
     return MultiHeadNWRegressor(max_iter=15, bvc_resamples=0, random_state=0, **kw)
 
 
+@pytest.mark.slow
 def test_grid_search_over_budget(small):
     """GridSearchCV(HeadAllocator(budget=4), {'budget': [4, 8]}) fits and
     exposes the chosen allocator."""
@@ -179,6 +180,35 @@ def test_estimator_without_heads_is_refused(small):
         HeadAllocator(NWAttentionRegressor()).fit(X, y)
 
 
+class _HeadsWithoutLOO(RegressorMixin, BaseEstimator):
+    """Has n_heads and head_dim but no leave-one-out predictions."""
+
+    def __init__(self, n_heads=1, head_dim=1):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+
+    def fit(self, X, y):
+        self.mean_ = float(np.mean(y))
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.mean_)
+
+
+def test_strategies_ask_only_for_what_they_need(small):
+    """cv=None needs loo_prediction_ and says so; folds and the rule's
+    allocation do not."""
+    X, y = small
+    with pytest.raises(TypeError, match="loo_prediction_.*cv=5"):
+        HeadAllocator(_HeadsWithoutLOO(), budget=4, cv=None).fit(X, y)
+    alloc = HeadAllocator(_HeadsWithoutLOO(), budget=4, cv=3).fit(X, y)
+    assert np.isfinite(alloc.best_score_)
+    alloc = HeadAllocator(_HeadsWithoutLOO(), budget=4, strategy="theory").fit(X, y)
+    assert np.isnan(alloc.best_score_)
+    assert_allclose(alloc.predict(X[:3]), np.mean(y))
+
+
+@pytest.mark.slow
 def test_leave_one_out_chooses_like_five_fold_cv_and_is_optimistic():
     """cv=None picks what 5-fold CV picks on Friedman #1 (600 rows, budget
     16), and scores every candidate higher than the folds do: the projections
@@ -197,6 +227,7 @@ def test_leave_one_out_chooses_like_five_fold_cv_and_is_optimistic():
     )
 
 
+@pytest.mark.slow
 def test_dask_backend_gives_the_same_scores(small):
     """GridSearchCV over HeadAllocator on a 2-worker dask LocalCluster gives
     exactly the scores of joblib's default backend."""
@@ -256,7 +287,7 @@ def test_default_scores_by_leave_one_out_and_keeps_the_best_fit(small):
     assert res["rank_test_score"][alloc.best_index_] == 1
     best = alloc.best_estimator_
     assert best.get_params()["n_heads"] == alloc.n_heads_
-    loo = best._loo_prediction[:, 0]
+    loo = best.loo_prediction_
     assert_allclose(alloc.best_score_, 1 - np.mean((loo - y) ** 2) / np.var(y))
     # the kept fit is what a fit on all rows with those heads gives
     same = clone(best).fit(X, y)

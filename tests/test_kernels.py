@@ -9,23 +9,29 @@ from numpy.testing import assert_allclose
 from sklearn.datasets import make_friedman1
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._kernels import (
-    compact_derivative_inplace,
-    compact_weights_inplace,
-    kernel_degree,
-    support_radius,
-)
-from nwensemble._nw_math import _log_weights, loo_loss_and_grad
+from nwensemble._attention import log_weights
+from nwensemble._kernels import KERNELS, CompactKernel, Kernel, get_kernel
+from nwensemble._loo_loss import loo_loss_and_grad
+from nwensemble._nw_predict import loo_head_predictions
 from nwensemble.diagnostics import support_fallback
 
 COMPACT = ["epanechnikov", "biweight", "triweight"]
 
 
-def test_kernel_degree_names_and_error():
-    assert kernel_degree("softmax") is None
-    assert [kernel_degree(k) for k in COMPACT] == [1, 2, 3]
+def test_kernel_names_degrees_and_error():
+    assert not get_kernel("softmax").compact
+    assert [get_kernel(k).degree for k in COMPACT] == [1, 2, 3]
+    assert sorted(KERNELS) == sorted(COMPACT + ["softmax"])
+    assert all(isinstance(k, Kernel) and k.name == name for name, k in KERNELS.items())
+    assert get_kernel(KERNELS["biweight"]) is KERNELS["biweight"]
     with pytest.raises(ValueError, match="kernel must be one of"):
-        kernel_degree("gaussian")
+        get_kernel("gaussian")
+
+
+def _compact(degree):
+    kernel = next(k for k in KERNELS.values() if getattr(k, "degree", None) == degree)
+    assert isinstance(kernel, CompactKernel)
+    return kernel
 
 
 @pytest.mark.parametrize("degree", [1, 2, 3])
@@ -33,12 +39,12 @@ def test_compact_weights_match_their_formula(degree):
     rng = np.random.default_rng(degree)
     dist2 = rng.uniform(0, 3 * degree, size=(7, 9))
     weight = rng.uniform(0.1, 1.0, size=9)
-    got = compact_weights_inplace(-0.5 * dist2, degree, weight, xp=np)
+    got = _compact(degree).weights_inplace(-0.5 * dist2, weight, xp=np)
     u = dist2 / (2 * degree)
     expected = weight * np.clip(1 - u, 0, None) ** degree
     assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
     # Zero exactly outside the radius sqrt(2 k).
-    assert np.all(got[dist2 >= support_radius(degree) ** 2] == 0.0)
+    assert np.all(got[dist2 >= _compact(degree).radius ** 2] == 0.0)
 
 
 @pytest.mark.parametrize("degree", [1, 2, 3])
@@ -49,10 +55,11 @@ def test_compact_derivative_is_the_derivative(degree):
     s = s[:, np.all(np.abs(s + degree) > 1e-3, axis=0)]
     weight = rng.uniform(0.1, 1.0, size=s.shape[1])
     h = 1e-6
-    plus = compact_weights_inplace(s + h, degree, weight, xp=np)
-    minus = compact_weights_inplace(s - h, degree, weight, xp=np)
-    E = compact_weights_inplace(s.copy(), degree, weight, xp=np)
-    got = compact_derivative_inplace(E, degree, weight, xp=np)
+    kernel = _compact(degree)
+    plus = kernel.weights_inplace(s + h, weight, xp=np)
+    minus = kernel.weights_inplace(s - h, weight, xp=np)
+    E = kernel.weights_inplace(s.copy(), weight, xp=np)
+    got = kernel.derivative_inplace(E, (None, weight), xp=np)
     assert_allclose(got, (plus - minus) / (2 * h), rtol=1e-6, atol=1e-8)
 
 
@@ -60,7 +67,7 @@ def test_family_approaches_softmax_with_the_degree():
     """(1 + s/k)_+^k -> exp(s): each degree is closer to softmax than the last."""
     s = -np.linspace(0, 6, 50)[None, :]
     gaps = [
-        np.max(np.abs(compact_weights_inplace(s.copy(), k, None, xp=np) - np.exp(s)))
+        np.max(np.abs(_compact(k).weights_inplace(s.copy(), None, xp=np) - np.exp(s)))
         for k in (1, 2, 3)
     ]
     assert gaps[0] > gaps[1] > gaps[2]
@@ -76,7 +83,7 @@ def test_leave_one_out_gradient_matches_finite_differences(kernel, n_heads):
     Y = rng.standard_normal((n, t))
     sw = rng.uniform(0.2, 1.0, n)
     sw /= sw.sum()
-    degree = kernel_degree(kernel)
+    degree = get_kernel(kernel).degree
     for _ in range(50):  # a W with no pair within 1e-3 of the boundary
         W = 0.6 * rng.standard_normal((p, n_heads * d))
         Z = X @ W
@@ -110,8 +117,6 @@ def test_isolated_rows_fall_back_and_get_no_gradient(kernel, ns):
     """A training row with no other row in its support predicts its nearest
     row's target, and the loss stays finite with a finite gradient (off the
     host every row is searched for its nearest key: the same result)."""
-    from nwensemble._nw_math import loo_head_predictions
-
     X, Y, sw, W = (
         ns.asarray(a)
         for a in (
@@ -127,7 +132,7 @@ def test_isolated_rows_fall_back_and_get_no_gradient(kernel, ns):
     pred, fell = loo_head_predictions(
         X @ W,
         Y,
-        _log_weights(sw, xp=xp),
+        log_weights(sw, xp=xp),
         xp.arange(4, device=X.device),
         xp=xp,
         n_heads=1,
@@ -260,7 +265,7 @@ def to_host(a):
 
 
 def test_radius_is_sqrt_2k():
-    assert [support_radius(k) for k in (1, 2, 3)] == [
+    assert [_compact(k).radius for k in (1, 2, 3)] == [
         math.sqrt(2),
         2.0,
         math.sqrt(6),

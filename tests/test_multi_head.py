@@ -35,6 +35,7 @@ def _rmse(model, X, y):
     return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
 
 
+@pytest.mark.slow
 def test_four_heads_beat_one_head_on_friedman(friedman_1000):
     """4 heads x 2 dims predict better than 1 head x 2 dims (same seed)."""
     X, y, Xt, yt = friedman_1000
@@ -192,6 +193,7 @@ def test_attention_weights_rejects_bad_arguments(friedman, kwargs, match):
         model.attention_weights(X[:2], **kwargs)
 
 
+@pytest.mark.slow
 def test_std_matches_spread_of_a_fixed_smoother():
     """With the projections held fixed, the ensemble is a linear smoother: its
     standard error at the true noise level matches the spread of its
@@ -210,8 +212,8 @@ def test_std_matches_spread_of_a_fixed_smoother():
         model = MultiHeadNWRegressor(**kw).fit(X, y)
         pred, std = model.predict(Xq, return_std=True)
         preds.append(pred)
-        spreads.append(std / float(model._noise_std[0]))
-        assert 0.5 <= float(model._noise_std[0]) <= 0.7
+        spreads.append(std / float(model.predictor_.noise_std[0]))
+        assert 0.5 <= float(model.predictor_.noise_std[0]) <= 0.7
     empirical = np.std(preds, axis=0)
     # 300 draws: the empirical std is good to about 4 % (1 / sqrt(2 * 300)).
     at_true_noise = 0.5 * spreads[0]
@@ -248,7 +250,7 @@ def test_std_multi_output_and_noise_scale():
     model = NWAttentionRegressor(random_state=0).fit(X, Y)
     pred, std = model.predict(X[:5], return_std=True)
     assert pred.shape == std.shape == (5, 2)
-    assert_allclose(model._noise_std, [0.1, 1.0], rtol=0.2)
+    assert_allclose(model.predictor_.noise_std, [0.1, 1.0], rtol=0.2)
 
 
 def test_same_fit_under_namespaces(ns, friedman):

@@ -5,10 +5,10 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import sparse
 
-import nwensemble._base as base
+import nwensemble._predictor as predictor_module
 import nwensemble._radius_search as radius_search
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._nw_math import iter_head_attention
+from nwensemble._nw_predict import iter_head_attention
 
 
 @pytest.mark.parametrize("kernel", ["epanechnikov", "biweight", "triweight"])
@@ -20,9 +20,9 @@ def test_search_prediction_equals_dense(kernel, monkeypatch, friedman):
         n_heads=2, head_dim=3, kernel=kernel, random_state=0, bvc_resamples=0
     ).fit(X, Y2, sample_weight=sw)
     Xq = np.vstack([X[:60] + 0.1, np.full((1, X.shape[1]), 1e6)])
-    monkeypatch.setattr(base, "SEARCH_MIN_ROWS", 10**9)
+    monkeypatch.setattr(predictor_module, "SEARCH_MIN_ROWS", 10**9)
     dense = reg.predict(Xq)
-    monkeypatch.setattr(base, "SEARCH_MIN_ROWS", 1)
+    monkeypatch.setattr(predictor_module, "SEARCH_MIN_ROWS", 1)
     # Small search chunks, so the threaded path runs several tasks.
     monkeypatch.setattr(radius_search, "_SEARCH_CHUNK", 16)
     searched = reg.predict(Xq)
@@ -39,9 +39,9 @@ def test_sparse_weights_equal_dense_weights(friedman):
     dense = [None] * 3
     for _, h, E, num, _ in iter_head_attention(
         Q,
-        reg._z_fit,
-        reg._y_fit,
-        reg._log_sw,
+        reg.predictor_.Z,
+        reg.predictor_.Y,
+        reg.predictor_.log_sw,
         xp=np,
         n_heads=3,
         kernel="triweight",

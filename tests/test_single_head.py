@@ -189,7 +189,9 @@ def test_transform_projects_with_components(friedman):
     warped = NWAttentionRegressor(head_dim=3, random_state=0, max_iter=5).fit(X, y)
     Zw = warped.transform(X)
     assert_allclose(
-        Zw, warped._features.transform(X, xp=np) @ warped.components_.T, atol=1e-10
+        Zw,
+        warped.predictor_.features.transform(X, xp=np) @ warped.components_.T,
+        atol=1e-10,
     )
 
 
@@ -253,6 +255,7 @@ SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 SHARED_SETS = sorted(glob.glob(os.path.join(SHARED, "*.csv")))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED_SETS, reason="../shared/data not present")
 @pytest.mark.parametrize("path", SHARED_SETS, ids=os.path.basename)
 def test_default_fits_on_the_shared_sets_do_not_warn(path):

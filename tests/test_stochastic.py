@@ -20,6 +20,7 @@ def _rmse(model, X, y):
     return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
 
 
+@pytest.mark.slow
 def test_adam_learns_about_as_well_as_lbfgs(data):
     """On 2000 rows, Adam's test RMSE (default batches) is within 10 % of
     L-BFGS's (measured 1.270 against 1.256), and both beat the starting

@@ -11,8 +11,9 @@ from joblib import Parallel, delayed
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from nwensemble._backend import device, move_to, to_numpy
-from nwensemble._nw_math import _log_weights, nw_head_predictions
+from nwensemble._attention import log_weights
+from nwensemble._backend import device, move_to, namespace_of, to_numpy
+from nwensemble._nw_predict import nw_head_predictions
 from nwensemble._scaling import power_of_two_scale
 
 
@@ -87,22 +88,25 @@ def bvc_decomposition(
     True
     """
     check_is_fitted(estimator)
-    X, xp = estimator._check_predict_input(X, "bvc_decomposition")
-    n = X.shape[0]
-    Y = _targets(y, n, X, "y", xp=xp)
-    F = None if f_true is None else _targets(f_true, n, X, "f_true", xp=xp)
-    Z = estimator._project(X, xp=xp)
-    weights = xp.full((n,), 1.0 / n, dtype=X.dtype, device=device(X))
+    predictor = estimator.predictor_
+    # The rows projected (and validated) by the estimator, computed where
+    # the model computes.
+    Z = predictor.to_model(estimator.transform(X))
+    xp, _ = namespace_of(Z)
+    n = Z.shape[0]
+    Y = _targets(y, n, Z, "y", xp=xp)
+    F = None if f_true is None else _targets(f_true, n, Z, "f_true", xp=xp)
+    weights = xp.full((n,), 1.0 / n, dtype=Z.dtype, device=device(Z))
     return bvc_parts(
         Z,
         Y,
         weights,
-        n_heads=estimator._n_heads,
+        n_heads=predictor.n_heads,
         n_resamples=n_resamples,
         rng=check_random_state(random_state),
         n_jobs=n_jobs,
         F=F,
-        kernel=estimator._kernel,
+        kernel=predictor.kernel,
         xp=xp,
     )
 
@@ -160,7 +164,7 @@ def bvc_parts(
         if out.shape[0] == 0:
             return out, None
         key_idx = xp.asarray(keys, device=device(Z))
-        log_kw = _log_weights(
+        log_kw = log_weights(
             xp.asarray(counts[keys], dtype=Z.dtype, device=device(Z)), xp=xp
         )
         preds = nw_head_predictions(

@@ -5,9 +5,8 @@ and the smooth diversity penalty the estimators train with."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numpy as np
-from array_api_compat import numpy as np_compat
 
-from nwensemble._backend import device, to_numpy
+from nwensemble._backend import to_numpy
 
 
 def _as_heads(components):
@@ -172,54 +171,3 @@ def head_diversity_index(components):
         return float("nan")
     pairs = S[np.triu_indices(H, k=1)]
     return float(np.clip(1.0 - pairs.mean(), 0.0, 1.0))
-
-
-def diversity_penalty_and_grad(W, n_heads, *, xp=None):
-    """``sum_{h<g} ||U_h^T U_g||_F^2`` of side-by-side heads, and its gradient.
-
-    Parameters
-    ----------
-    W : array of shape (p, n_heads * d)
-        Head ``h`` is columns ``h * d : (h + 1) * d``.
-    n_heads : int
-    xp : namespace, default=None
-        Namespace of ``W`` (NumPy when None). The stochastic solver keeps ``W``
-        on its device, so the penalty is computed there too: taking it on the
-        host would read ``W`` back at every step.
-
-    Returns
-    -------
-    penalty : 0-d array
-    grad : array of shape (p, n_heads * d)
-
-    Notes
-    -----
-    ``||U_h^T U_g||_F^2 = tr(P_h P_g)`` with ``P_h = W_h (W_h^T W_h)^{-1} W_h^T``
-    the orthogonal projector on ``range(W_h)``, smooth in ``W_h`` wherever it
-    has full column rank. Its derivative in ``W_h`` is
-    ``2 (I - P_h) A_h W_h (W_h^T W_h)^{-1}`` with ``A_h = sum_{g != h} P_g``,
-    computed from the thin QR factors ``W_h = Q_h R_h`` as
-    ``2 (A_h Q_h - Q_h Q_h^T A_h Q_h) R_h^{-T}`` without forming any p x p
-    matrix. The penalty ignores the scale of each head (its bandwidth).
-    """
-    xp = np_compat if xp is None else xp
-    p, Hd = W.shape
-    d = Hd // n_heads
-    QR = [xp.linalg.qr(W[:, h * d : (h + 1) * d]) for h in range(n_heads)]
-    Qs = [f.Q for f in QR]
-    penalty = xp.zeros((), dtype=W.dtype, device=device(W))
-    grads = []
-    for h in range(n_heads):
-        # A_h Q_h = sum_{g != h} Q_g (Q_g^T Q_h)
-        AQ = xp.zeros((p, d), dtype=W.dtype, device=device(W))
-        for g in range(n_heads):
-            if g == h:
-                continue
-            overlap = Qs[g].T @ Qs[h]
-            AQ = AQ + Qs[g] @ overlap
-            if g > h:
-                penalty = penalty + xp.sum(overlap**2)
-        inner = AQ - Qs[h] @ (Qs[h].T @ AQ)
-        # pinv: equal to the inverse for a full-rank head, finite otherwise.
-        grads.append(2.0 * inner @ xp.linalg.pinv(QR[h].R).T)
-    return penalty, xp.concat(grads, axis=1)

@@ -5,8 +5,7 @@
 
 from sklearn.utils.validation import check_is_fitted
 
-from nwensemble._backend import device
-from nwensemble._radius_search import sparse_head_weights
+from nwensemble._backend import like_input
 
 
 def support_fallback(estimator, X):
@@ -53,13 +52,6 @@ def support_fallback(estimator, X):
     [False, False, True]
     """
     check_is_fitted(estimator)
-    back = estimator._like_input(X)
-    X, xp = estimator._check_predict_input(X, "support_fallback")
-    H = estimator._n_heads
-    if estimator._support_index is None:
-        fell = xp.zeros((X.shape[0], H), dtype=xp.bool, device=device(X))
-    else:
-        Q = estimator._project(X, xp=xp)
-        _, mask = sparse_head_weights(Q, estimator._support_index, n_heads=H)
-        fell = xp.asarray(mask.T, device=device(X))
-    return back(fell[:, 0] if estimator.components_.ndim == 2 else fell)
+    fell = estimator.predictor_.support_fallback(estimator.transform(X))
+    fell = fell[:, 0] if estimator.components_.ndim == 2 else fell
+    return like_input(X)(fell)

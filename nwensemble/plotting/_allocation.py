@@ -6,9 +6,11 @@
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from nwensemble._docstrings import fill_doc
 from nwensemble.plotting._common import axes_or_new, import_pyplot
 
 
+@fill_doc
 class AllocationDisplay:
     """Score of every candidate allocation, with the chosen and the rule's.
 
@@ -24,17 +26,14 @@ class AllocationDisplay:
 
     Attributes
     ----------
-    ax_ : matplotlib Axes
-    figure_ : matplotlib Figure
+    %(display_axes)s
     line_ : matplotlib ErrorbarContainer
     best_ : matplotlib Line2D
     theory_ : matplotlib Line2D or None
 
     Examples
     --------
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> from sklearn.datasets import make_friedman1
+    %(display_example_setup)s
     >>> from nwensemble import HeadAllocator
     >>> from nwensemble.plotting import AllocationDisplay
     >>> X, y = make_friedman1(n_samples=150, random_state=0)

@@ -7,9 +7,11 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._backend import to_numpy
+from nwensemble._docstrings import fill_doc
 from nwensemble.plotting._common import axes_or_new, import_pyplot
 
 
+@fill_doc
 class AttentionDisplay:
     """Heat map of one query's attention: heads by training rows.
 
@@ -27,16 +29,13 @@ class AttentionDisplay:
 
     Attributes
     ----------
-    ax_ : matplotlib Axes
-    figure_ : matplotlib Figure
+    %(display_axes)s
     im_ : matplotlib AxesImage
     colorbar_ : matplotlib Colorbar
 
     Examples
     --------
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> from sklearn.datasets import make_friedman1
+    %(display_example_setup)s
     >>> from nwensemble import MultiHeadNWRegressor
     >>> from nwensemble.plotting import AttentionDisplay
     >>> X, y = make_friedman1(n_samples=200, random_state=0)
@@ -115,7 +114,7 @@ class AttentionDisplay:
                 "x must be one query of shape (1, n_features); got shape "
                 f"{getattr(x, 'shape', np.shape(x))}."
             )
-        H = estimator._n_heads
+        H = estimator.predictor_.n_heads
         per_head = [
             to_numpy(estimator.attention_weights(x, head=h))[0] for h in range(H)
         ]

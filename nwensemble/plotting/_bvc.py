@@ -6,12 +6,14 @@
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from nwensemble._docstrings import fill_doc
 from nwensemble.diagnostics import bvc_decomposition
 from nwensemble.plotting._common import axes_or_new, import_pyplot
 
 _REQUIRED = ("mse", "bias2", "variance", "covariance", "n_heads")
 
 
+@fill_doc
 class BVCDisplay:
     """Stacked bars of ``bias2``, ``variance / H`` and ``(1 - 1/H) covariance``.
 
@@ -30,17 +32,14 @@ class BVCDisplay:
 
     Attributes
     ----------
-    ax_ : matplotlib Axes
-    figure_ : matplotlib Figure
+    %(display_axes)s
     bars_ : dict of str to matplotlib BarContainer
         One entry per part drawn.
     mse_markers_ : matplotlib Line2D
 
     Examples
     --------
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> from sklearn.datasets import make_friedman1
+    %(display_example_setup)s
     >>> from nwensemble import MultiHeadNWRegressor
     >>> from nwensemble.plotting import BVCDisplay
     >>> X, y = make_friedman1(n_samples=200, random_state=0)

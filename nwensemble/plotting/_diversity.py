@@ -7,9 +7,11 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._backend import to_numpy
+from nwensemble._docstrings import fill_doc
 from nwensemble.plotting._common import axes_or_new, import_pyplot
 
 
+@fill_doc
 class HeadDiversityDisplay:
     """Heat map of the heads' subspace similarity, the HDI in the title.
 
@@ -27,8 +29,7 @@ class HeadDiversityDisplay:
 
     Attributes
     ----------
-    ax_ : matplotlib Axes
-    figure_ : matplotlib Figure
+    %(display_axes)s
     im_ : matplotlib AxesImage
     text_ : ndarray of matplotlib Text or None
         The cell annotations.
@@ -36,9 +37,7 @@ class HeadDiversityDisplay:
 
     Examples
     --------
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> from sklearn.datasets import make_friedman1
+    %(display_example_setup)s
     >>> from nwensemble import MultiHeadNWRegressor
     >>> from nwensemble.plotting import HeadDiversityDisplay
     >>> X, y = make_friedman1(n_samples=200, random_state=0)

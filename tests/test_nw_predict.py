@@ -1,129 +1,19 @@
-"""Numerics of NW attention: loss and gradient against direct formulas."""
+"""NW prediction of the head ensemble against explicit softmax weights."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from scipy.optimize import approx_fprime
+from test_loo_loss import _problem
 
-from nwensemble._nw_math import (
-    _log_weights,
+from nwensemble._attention import log_weights
+from nwensemble._nw_predict import (
     heldout_loss,
     loo_head_predictions,
-    loo_loss_and_grad,
-    loo_loss_and_grad_z,
     loo_spread,
     nw_head_predictions,
     nw_predict,
     nw_predict_with_spread,
 )
-
-
-def _naive_loo_loss(W, X, Y, sw):
-    """Leave-one-out weighted MSE with explicit loops over queries."""
-    Z = X @ W
-    loss = 0.0
-    for i in range(X.shape[0]):
-        d2 = np.sum((Z - Z[i]) ** 2, axis=1)
-        logits = -0.5 * d2 + np.log(np.where(sw > 0, sw, 1.0))
-        logits[sw == 0] = -np.inf
-        logits[i] = -np.inf
-        w = np.exp(logits - logits.max())
-        w /= w.sum()
-        loss += sw[i] * np.sum((w @ Y - Y[i]) ** 2)
-    return loss
-
-
-def _problem(n, p, d, t, weighted, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    Y = rng.standard_normal((n, t))
-    sw = rng.uniform(0.2, 2.0, n) if weighted else np.ones(n)
-    W = rng.standard_normal((p, d)) * 0.7
-    return W, X, Y, sw / sw.sum()
-
-
-@pytest.mark.parametrize("t", [1, 3])
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("scale", [1.0, 12.0, 40.0])
-def test_loss_matches_naive_loop(t, weighted, scale):
-    """The vectorised loss equals the loop over leave-one-out queries.
-
-    At ``scale=12`` many weights fall below the zeroing floor; at ``scale=40``
-    some rows' attention underflows on the fast path, so the row-maximum
-    fallback is exercised too.
-    """
-    W, X, Y, sw = _problem(40, 5, 3, t, weighted)
-    W = W * scale
-    loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np)
-    assert_allclose(loss, _naive_loo_loss(W, X, Y, sw), rtol=1e-12)
-
-
-@pytest.mark.parametrize("t", [1, 3])
-@pytest.mark.parametrize("weighted", [False, True])
-def test_gradient_matches_finite_differences(t, weighted):
-    """The analytic gradient equals central finite differences to 1e-5."""
-    W, X, Y, sw = _problem(50, 6, 3, t, weighted, seed=1)
-
-    def loss(theta):
-        return loo_loss_and_grad(theta.reshape(W.shape), X, Y, sw, xp=np)[0]
-
-    _, grad = loo_loss_and_grad(W, X, Y, sw, xp=np)
-    step = 1e-6
-    numeric = np.array(
-        [
-            (loss(W.ravel() + step * e) - loss(W.ravel() - step * e)) / (2 * step)
-            for e in np.eye(W.size)
-        ]
-    )
-    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
-    # scipy's forward differences agree too, at their coarser accuracy.
-    assert_allclose(
-        grad.ravel(), approx_fprime(W.ravel(), loss, 1e-8), rtol=1e-3, atol=1e-6
-    )
-
-
-@pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
-def test_gradient_wrt_projected_rows(kernel):
-    """``dloss / dZ`` gives the projection's gradient as ``X^T dloss/dZ`` and
-    equals central finite differences in ``Z``."""
-    W, X, Y, sw = _problem(30, 5, 2, 2, weighted=True, seed=3)
-    Z = X @ W
-    loss, grad_Z = loo_loss_and_grad_z(Z, Y, sw, xp=np, kernel=kernel)
-    loss_W, grad_W = loo_loss_and_grad(W, X, Y, sw, xp=np, kernel=kernel)
-    assert loss == loss_W
-    assert_allclose(X.T @ grad_Z, grad_W, rtol=1e-12, atol=1e-15)
-    step = 1e-6
-    numeric = np.array(
-        [
-            (
-                loo_loss_and_grad_z(
-                    (Z.ravel() + step * e).reshape(Z.shape), Y, sw, xp=np, kernel=kernel
-                )[0]
-                - loo_loss_and_grad_z(
-                    (Z.ravel() - step * e).reshape(Z.shape), Y, sw, xp=np, kernel=kernel
-                )[0]
-            )
-            / (2 * step)
-            for e in np.eye(Z.size)
-        ]
-    )
-    assert_allclose(
-        grad_Z.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max()
-    )
-
-
-def test_zero_weight_rows_are_ignored():
-    """A zero-weight row neither queries nor serves as a key."""
-    W, X, Y, sw = _problem(30, 4, 2, 1, weighted=True)
-    sw0 = sw.copy()
-    sw0[:5] = 0.0
-    sw0 /= sw0.sum()
-    keep = slice(5, None)
-    sub_sw = sw0[keep] / sw0[keep].sum()
-    full = loo_loss_and_grad(W, X, Y, sw0, xp=np)
-    sub = loo_loss_and_grad(W, X[keep], Y[keep], sub_sw, xp=np)
-    assert_allclose(full[0], sub[0], rtol=1e-12)
-    assert_allclose(full[1], sub[1], rtol=1e-10, atol=1e-14)
 
 
 def _softmax_weights(Q, Z, sw):
@@ -141,7 +31,7 @@ def test_nw_predict_is_softmax_average(offset):
     Q, Z = rng.standard_normal((7, 3)) + offset, rng.standard_normal((20, 3))
     Y = rng.standard_normal((20, 2))
     sw = np.full(20, 1 / 20)
-    got = nw_predict(Q, Z, Y, _log_weights(sw, xp=np), xp=np)
+    got = nw_predict(Q, Z, Y, log_weights(sw, xp=np), xp=np)
     assert_allclose(got, _softmax_weights(Q, Z, sw) @ Y, rtol=1e-9)
 
 
@@ -163,7 +53,7 @@ def test_head_predictions_and_ensemble_weights():
     """Per-head estimates, their weighted ensemble and the combined weights'
     norm match explicit softmax weights."""
     Q, Z, Y, sw, P = _heads_problem()
-    log_sw = _log_weights(sw, xp=np)
+    log_sw = log_weights(sw, xp=np)
     heads = nw_head_predictions(Q, Z, Y, log_sw, xp=np, n_heads=3)
     assert_allclose(heads, np.stack([w @ Y for w in P]), rtol=1e-10)
     alpha = [0.5, 0.2, 0.3]
@@ -182,7 +72,7 @@ def test_prediction_chunks_equal_one_block():
     from sklearn import config_context
 
     Q, Z, Y, sw, _ = _heads_problem(n_heads=2)
-    log_sw = _log_weights(sw, xp=np)
+    log_sw = log_weights(sw, xp=np)
     whole = nw_predict_with_spread(Q, Z, Y, log_sw, xp=np, n_heads=2)
     with config_context(working_memory=1e-3):  # ~1 KiB: a few rows per block
         chunked = nw_predict_with_spread(Q, Z, Y, log_sw, xp=np, n_heads=2)
@@ -193,7 +83,7 @@ def test_prediction_chunks_equal_one_block():
 def test_loo_head_predictions_and_spread():
     """Leave-one-out per-head estimates and weight norms match explicit loops."""
     _, Z, Y, sw, _ = _heads_problem(n_heads=2)
-    log_sw = _log_weights(sw, xp=np)
+    log_sw = log_weights(sw, xp=np)
     alpha = [0.3, 0.7]
     rows = np.arange(Z.shape[0])
     heads = loo_head_predictions(Z, Y, log_sw, rows, xp=np, n_heads=2)
@@ -219,40 +109,6 @@ def test_loo_head_predictions_and_spread():
         assert_allclose(spread[i], np.sum(v**2), rtol=1e-10)
 
 
-@pytest.mark.parametrize("n_heads", [2, 3])
-def test_ensemble_loss_matches_mean_of_heads(n_heads):
-    """The multi-head loss is the error of the mean leave-one-out estimate."""
-    rng = np.random.default_rng(5)
-    X, Y = rng.standard_normal((30, 4)), rng.standard_normal((30, 2))
-    sw = np.full(30, 1 / 30)
-    W = rng.standard_normal((4, 2 * n_heads))
-    loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=n_heads)
-    heads = loo_head_predictions(
-        X @ W, Y, _log_weights(sw, xp=np), np.arange(30), xp=np, n_heads=n_heads
-    )
-    R = heads.mean(0) - Y
-    assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
-
-
-@pytest.mark.parametrize("t", [1, 2])
-def test_ensemble_gradient_matches_finite_differences(t):
-    """The joint gradient of three heads equals central differences to 1e-5."""
-    W, X, Y, sw = _problem(40, 5, 6, t, weighted=True, seed=2)
-
-    def loss(theta):
-        return loo_loss_and_grad(theta.reshape(W.shape), X, Y, sw, xp=np, n_heads=3)[0]
-
-    _, grad = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=3)
-    step = 1e-6
-    numeric = np.array(
-        [
-            (loss(W.ravel() + step * e) - loss(W.ravel() - step * e)) / (2 * step)
-            for e in np.eye(W.size)
-        ]
-    )
-    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
-
-
 def test_heldout_loss_uses_only_keys():
     """The held-out loss predicts queries from the key rows alone."""
     W, X, Y, sw = _problem(30, 4, 2, 1, weighted=False)
@@ -265,24 +121,16 @@ def test_heldout_loss_uses_only_keys():
     assert_allclose(got, np.mean(np.sum((pred - Y[q]) ** 2, axis=1)), rtol=1e-12)
 
 
-def test_loss_is_finite_at_extreme_scales():
-    """Tiny or huge projections keep the loss and gradient finite."""
-    W, X, Y, sw = _problem(30, 4, 2, 1, weighted=False)
-    for scale in (1e-8, 1e8):
-        loss, grad = loo_loss_and_grad(W * scale, X, Y, sw, xp=np)
-        assert np.isfinite(loss) and np.all(np.isfinite(grad))
-
-
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 def test_tiled_threaded_prediction_equals_explicit_weights(monkeypatch, dtype, rtol):
     """Small tiles on threads (partial last tiles, a query far from every key
     that takes the stable path, sample weights) give the explicit softmax
     average of every head."""
-    import nwensemble._nw_math as nw_math
+    import nwensemble._nw_predict as nw_predict_module
 
-    monkeypatch.setattr(nw_math, "_QUERY_TILE", 4)
-    monkeypatch.setattr(nw_math, "_KEY_TILE", 7)
-    monkeypatch.setattr(nw_math, "_THREADED_SCORES", 1)
+    monkeypatch.setattr(nw_predict_module, "_QUERY_TILE", 4)
+    monkeypatch.setattr(nw_predict_module, "_KEY_TILE", 7)
+    monkeypatch.setattr(nw_predict_module, "_THREADED_SCORES", 1)
     Q, Z, Y, sw, P = _heads_problem()
     Q = Q.copy()
     Q[5] += 40.0  # its fast-path weights underflow
@@ -295,7 +143,7 @@ def test_tiled_threaded_prediction_equals_explicit_weights(monkeypatch, dtype, r
         Q.astype(dtype),
         Z.astype(dtype),
         Y.astype(dtype),
-        _log_weights(sw.astype(dtype), xp=np),
+        log_weights(sw.astype(dtype), xp=np),
         xp=np,
         n_heads=3,
         head_weights=alpha,

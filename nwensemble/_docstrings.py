@@ -1,0 +1,179 @@
+"""Docstring fragments the two estimators share, so that their copies
+cannot drift: a line ``%(name)s`` in a docstring becomes fragment ``name``,
+indented as the line was."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import re
+
+_FRAGMENTS = {
+    "fit_parameters": """\
+X : array-like of shape (n_samples, n_features)
+    Training data.
+y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+    Target values.
+sample_weight : array-like of shape (n_samples,), default=None
+    Non-negative weights; at least two must be positive. A row of
+    weight zero takes no part in the fit, as if removed (up to the
+    rounding of sums that include it).""",
+    "kernel": """\
+kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
+        default='softmax'
+    ``'softmax'``: Gaussian weights ``exp(s)`` with the score
+    ``s = -||W^T (x - x_i)||^2 / 2``, all positive. The compact kernels
+    give ``(1 + s / k)_+^k`` with ``k`` = 1, 2, 3: exactly zero beyond the
+    radius ``sqrt(2 k)`` in the learned space (sparse attention; softmax
+    is the limit ``k -> infinity``). A query with no training row within
+    the radius predicts its nearest row's target. Compact kernels predict
+    NumPy input through a radius search (cost grows with the rows in the
+    support, not with ``n_samples``) and ``attention_weights`` returns a
+    ``scipy.sparse`` array. See the user guide's "Kernels" page.""",
+    "optimisation": """\
+max_iter : int, default=200
+    Maximum number of L-BFGS iterations per stage (epochs for
+    ``solver='adam'``). ``0`` keeps the initial projections: a plain NW
+    estimator with the starting bandwidths.
+
+tol : float, default=1e-5
+    Convergence tolerance on the relative loss decrease and on the projected
+    gradient (scipy's ``ftol`` and ``gtol``). The loss is the leave-one-out
+    MSE divided by the target variance.
+
+solver : {'auto', 'lbfgs', 'adam'}, default='auto'
+    ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per
+    evaluation; coarse-to-fine for one head, on all rows for several).
+    ``'adam'``: Adam on minibatches of ``batch_size`` rows that attend to
+    each other (time linear in n per epoch; ``max_iter`` counts epochs),
+    early-stopped on held-out rows, whose error against all training rows
+    also sets a final factor on the bandwidth. ``'auto'``: ``'adam'``
+    above 10 000 rows for one head, above 4096 for several (where it
+    reaches L-BFGS's accuracy sooner).
+
+batch_size : int or 'auto', default='auto'
+    Rows per minibatch of ``solver='adam'``; ``'auto'`` is
+    ``min(1024, n_samples)``.
+
+early_stopping : 'auto' or bool, default='auto'
+    Hold out ``validation_fraction`` of the rows as queries that never serve
+    as keys during training, and keep the projections with the lowest
+    held-out error of the ensemble; stop after ``n_iter_no_change``
+    iterations without improvement. The exact leave-one-out error can still
+    be driven down by fitting noise when the learned parameters
+    (``n_features * n_heads * head_dim``) are many against ``n_samples``;
+    the held-out rows catch that. ``'auto'`` enables it when there are at
+    least 50 samples with positive weight but fewer than 20 per learned
+    parameter; with more, the held-out rows are worth more as training
+    data. The held-out rows are keys again in the fitted model.
+
+validation_fraction : float, default=0.1
+    Fraction of the rows held out for early stopping.
+
+n_iter_no_change : int, default=10
+    Patience of early stopping, in iterations.""",
+    "input": """\
+standardize : 'power' or bool, default='power'
+    The feature map the projections work in. ``True``: every feature
+    centred and scaled to unit (weighted) variance; ``components_`` is then
+    reported in the input's units. ``'power'``: scaled, then warped by a
+    per-feature Yeo-Johnson power transform whose exponent is chosen by
+    likelihood, then scaled again, so that skewed features (ages,
+    frequencies, counts) do not squeeze most rows into a corner of the
+    kernel; ``components_`` is then in the units of the warped,
+    standardised features. ``False``: centred only. See the user guide for
+    what ``'power'`` gained on real tables.
+
+duplicate_weight : 'auto' or float in [0, 1], default='auto'
+    How much a query that repeats training rows exactly (all features
+    equal) draws on their mean target: its prediction is ``(1 - rho) *
+    f(x) + rho * mean(y of the copies)``, with ``f`` the NW estimate and
+    ``rho`` this weight; other queries are not affected. ``'auto'`` learns
+    ``rho`` from the training rows that have copies, by the leave-one-out
+    error of that blend (0 when no training rows repeat); copies with
+    equal targets (duplicated records) push it to 1, noisy replicates
+    lower. ``0`` turns the blend off. The heads, ``hdi_`` and
+    ``bvc_decomposition_`` describe the NW estimate without the blend.
+    With the blend on, the projections are learned on the rows with their
+    copies merged (leave-one-out leaves a record out with its copies).""",
+    "run": """\
+warm_start : bool, default=False
+    If True and ``fit`` was called before, start from the previous
+    ``components_`` (``head_dim`` and ``init`` are then ignored).
+
+callback : callable, default=None
+    Called after every iteration as ``callback(components, n_iter)`` with
+    the current projections, shaped like ``components_``, in standardised
+    units, as a NumPy array.
+
+device : {'auto', 'cpu', 'cuda'}, default='auto'
+    Where ``fit`` and ``predict`` compute. ``'auto'`` follows the input:
+    NumPy on the host, CuPy arrays on their GPU, other array-API arrays in
+    their namespace (with scikit-learn's array-API dispatch on), and the
+    fitted arrays live there too. ``'cpu'``: NumPy on the host whatever
+    the input. ``'cuda'``: CuPy on the current GPU (an error says so where
+    CuPy or a GPU is missing); NumPy input is copied to the GPU. With
+    ``'cpu'`` or ``'cuda'``, results (``predict``, ``transform``,
+    ``attention_weights``) come back in the input's namespace and device:
+    NumPy input gets NumPy predictions.""",
+    "verbose": """\
+verbose : int, default=0
+    Print the loss and elapsed time at every iteration, and the time of
+    each stage of ``fit``, when positive.""",
+    "attributes": """\
+duplicate_weight_ : float
+    The blend's weight ``rho`` (see ``duplicate_weight``): learned with
+    ``'auto'``, else the parameter.
+
+loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
+    The exact leave-one-out predictions of the training rows (each row
+    predicted from the others, with the copies' blend), in the fitted
+    arrays' namespace. Above 2048 rows with positive weight only a random
+    2048 of them are computed (each still attending to all rows); the
+    others are NaN. Like random forests' ``oob_prediction_``, they score a
+    fit without refits.
+
+predictor_ : NWPredictor
+    The fitted state that prediction reads (projected training rows,
+    targets, weights, head weights, noise level, the radius-search index
+    of a compact kernel), with the computations on it; the diagnostics and
+    plots use its public methods.
+
+n_iter_ : int
+    L-BFGS iterations over all stages (epochs for ``solver='adam'``).
+
+n_fev_ : int
+    Loss and gradient evaluations over all stages (minibatch steps for
+    ``solver='adam'``).
+
+loss_curve_ : list of float
+    Training objective after every iteration.
+
+n_features_in_ : int
+    Number of features seen during ``fit``.
+
+feature_names_in_ : ndarray of shape (`n_features_in_`,)
+    Names of features seen during ``fit``. Defined only when `X` has
+    feature names that are all strings.""",
+    "display_axes": """\
+ax_ : matplotlib Axes
+figure_ : matplotlib Figure""",
+    "display_example_setup": """\
+>>> import matplotlib
+>>> matplotlib.use("Agg")
+>>> from sklearn.datasets import make_friedman1""",
+}
+
+_PLACEHOLDER = re.compile(r"^( *)%\((\w+)\)s$", re.MULTILINE)
+
+
+def fill_doc(obj):
+    """Replace every placeholder line of ``obj``'s docstring by its fragment."""
+
+    def expand(match):
+        indent, name = match.groups()
+        return "\n".join(
+            indent + line if line else line for line in _FRAGMENTS[name].splitlines()
+        )
+
+    obj.__doc__ = _PLACEHOLDER.sub(expand, obj.__doc__)
+    return obj

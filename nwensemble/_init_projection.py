@@ -1,0 +1,253 @@
+"""Where the heads' projections start: directions (principal axes, features
+or random), then each head's bandwidth searched by leave-one-out loss."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numpy as np
+from scipy.optimize import minimize
+
+from nwensemble._allocation import theory_head_dim
+from nwensemble._backend import device, to_numpy
+from nwensemble._loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
+
+# Rows used to pick the starting bandwidth.
+_SCALE_SEARCH_SIZE = 512
+# Candidate inverse bandwidths, in units of 1 / (typical projected spread).
+_SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
+# init='identity' (one head as wide as the input) then fits each feature's
+# scale on its own, by L-BFGS on the log-scales: one scale for all features
+# lands where the steepest feature wants it, and every other feature then
+# starts so narrow that each row attends to one neighbour and the
+# projection's gradient vanishes. A coarse start (few iterations), which the
+# full fit refines; scales may go _DIRECTION_RANGE (in log units) below the
+# grid's widest, enough to all but drop a feature. Random directions and
+# principal axes keep one scale per head (their own scales did worse; see
+# the user guide).
+_DIRECTION_MAX_ITER = 10
+_DIRECTION_RANGE = 3.0
+
+
+def default_head_dim(n_samples, n_features, n_heads):
+    """``head_dim=None``: all features for one head; for several, the
+    allocation rule's ``floor(log(n / 10))`` (smoothness 1), within [1, p].
+
+    Sharing the features out instead (``p // H``) left heads of one or two
+    dimensions on the low-dimensional tabular sets, and did worse there (see
+    the user guide's performance notes).
+    """
+    if n_heads == 1:
+        return n_features
+    return theory_head_dim(n_samples, 1.0, n_features)
+
+
+def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp):
+    """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, in model units.
+
+    ``previous`` is the last fit's ``W`` (warm start); ``scale_np`` turns an
+    ``init`` array given in the units of ``components_`` into model units.
+
+    String inits give every head its own block of directions: disjoint while
+    ``n_heads * head_dim <= n_features``, overlapping after that (see
+    ``_head_blocks``). Each head's bandwidth is then searched on its own.
+    """
+    n, p = Xs.shape
+    if previous is not None:
+        prev = to_numpy(previous).astype(np.float64)
+        if prev.shape[0] != p:
+            raise ValueError(
+                f"warm_start=True needs the {prev.shape[0]} features of the "
+                f"previous fit; got {p}. Set warm_start=False to start afresh."
+            )
+        return prev
+    init = config.init
+    if not isinstance(init, str):
+        return scale_np[:, None] * _init_array(config.head_dim, init, n_heads, p).T
+    d = default_head_dim(n, p, n_heads) if config.head_dim is None else config.head_dim
+    if d > p:
+        raise ValueError(
+            f"head_dim={d} is larger than n_features = {p}; use head_dim <= n_features."
+        )
+    if init == "auto":
+        if n_heads > 1:
+            init = "random"
+        else:
+            init = "pca" if d < p else "identity"
+    per_direction = init == "identity"
+    k = n_heads * d
+    if init == "identity":
+        W = np.eye(p)[:, _head_blocks(p, n_heads, d)]
+    elif init == "random":
+        n_blocks = -(-k // p)  # sets of p orthonormal directions needed
+        W = np.concatenate(
+            [_random_orthogonal(p, rng) for _ in range(n_blocks)], axis=1
+        )[:, :k]
+    else:  # pca
+        sw_np = to_numpy(sw).astype(np.float64)
+        Xs_np = to_numpy(Xs).astype(np.float64)
+        cov = (Xs_np * sw_np[:, None]).T @ Xs_np
+        _, vecs = np.linalg.eigh(cov)
+        W = vecs[:, ::-1][:, _head_blocks(p, n_heads, d)]
+    return _search_scales(
+        W,
+        n_heads,
+        Xs,
+        Ys,
+        sw,
+        kernel=config.kernel,
+        per_direction=per_direction,
+        rng=rng,
+        xp=xp,
+    )
+
+
+def _head_blocks(p, n_heads, d):
+    """Column indices of a fixed basis for each head, side by side.
+
+    While ``H d <= p`` head ``h`` takes columns ``h d`` to ``h d + d - 1``
+    (the leading principal axes for ``'pca'``). Beyond that head ``h`` takes
+    ``d`` consecutive columns, cyclically, from ``floor(h p / H)``: each
+    column serves about ``H d / p`` heads and no two heads share a block
+    unless ``d = p``. Blocks continued from the last one would repeat: with
+    p = 8, four heads of 4 dimensions would be two pairs of identical heads,
+    which the symmetric loss keeps identical.
+    """
+    if n_heads * d <= p:
+        return list(range(n_heads * d))
+    return [(h * p // n_heads + j) % p for h in range(n_heads) for j in range(d)]
+
+
+def _init_array(head_dim, init, n_heads, p):
+    """A user's ``init`` array as ``(n_heads * d, p)``, after checking its shape."""
+    init = np.asarray(to_numpy(init) if hasattr(init, "shape") else init)
+    init = init.astype(np.float64)
+    expected_ndim = 2 if n_heads == 1 and init.ndim == 2 else 3
+    d = head_dim if head_dim is not None else init.shape[-2]
+    shape = (d, p) if expected_ndim == 2 else (n_heads, d, p)
+    if init.shape != shape:
+        names = (
+            "(head_dim, n_features)"
+            if expected_ndim == 2
+            else ("(n_heads, head_dim, n_features)")
+        )
+        raise ValueError(f"init must have shape {names} = {shape}; got {init.shape}.")
+    if not np.all(np.isfinite(init)):
+        raise ValueError("init contains NaN or infinity.")
+    return init.reshape(-1, p)
+
+
+def _random_orthogonal(p, rng):
+    """A random p x p orthogonal matrix (Haar distributed)."""
+    Q, R = np.linalg.qr(rng.standard_normal((p, p)))
+    return Q * np.sign(np.diag(R))
+
+
+def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
+    """Scale each head's directions to its lowest leave-one-out loss.
+
+    Scales are tried on a grid relative to the typical spread of the head's
+    projected rows, on one subsample of at most ``_SCALE_SEARCH_SIZE`` rows.
+    With ``per_direction``, each direction's scale is then fitted on its
+    own (``_fit_direction_scales``), so that directions along which the
+    target varies fast start narrow and the others wide; the fitted scales
+    replace the common one where they lower the loss.
+    """
+    Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
+    d = W.shape[1] // n_heads
+    W = W.copy()
+    for h in range(n_heads):
+        cols = slice(h * d, (h + 1) * d)
+        Wx = xp.asarray(W[:, cols], dtype=Xs.dtype, device=device(Xs))
+        Z = Xs @ Wx
+        Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
+        spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
+        unit = W[:, cols] * (1.0 / math.sqrt(spread) if spread > 0 else 1.0)
+        unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Xs))
+        scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
+        W[:, cols] = unit * scale
+        if per_direction and d > 1:
+            scales, fitted_loss = _fit_direction_scales(
+                unit, Xs, Ys, sw, kernel=kernel, xp=xp
+            )
+            if fitted_loss < loss:
+                W[:, cols] = unit * scales[None, :]
+    return W
+
+
+def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
+    """Scales for the columns of one head's ``W`` (p, d), fitted by L-BFGS on
+    their logarithms; returns them and their leave-one-out loss.
+
+    They start at the widest scale of ``_SCALE_GRID``, where every row
+    attends to many others and the gradient says which directions to
+    narrow (from a narrow start it vanishes), and stay between
+    ``_DIRECTION_RANGE`` below that and the grid's narrowest.
+
+    The directions stay fixed, so one evaluation is a leave-one-out pass over
+    ``Z0 * c`` with ``Z0 = Xs @ W`` and its gradient ``dloss / dlog c_j =
+    sum_i Z_ij (dloss / dZ)_ij``: its cost does not grow with the number of
+    features beyond the one product ``Xs @ W``.
+    """
+    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
+    Z0 = Xs @ Wx
+    workspace = {}
+    d = W.shape[1]
+
+    def fun(log_scale):
+        c = xp.asarray(np.exp(log_scale), dtype=Xs.dtype, device=device(Xs))
+        Z = Z0 * c[None, :]
+        loss, grad_Z = loo_loss_and_grad_z(
+            Z, Ys, sw, xp=xp, workspace=workspace, kernel=kernel
+        )
+        grad = to_numpy(xp.sum(Z * grad_Z, axis=0)).astype(np.float64)
+        if not (math.isfinite(loss) and np.all(np.isfinite(grad))):
+            return math.inf, np.zeros(d)
+        return loss, grad
+
+    widest, narrowest = math.log(_SCALE_GRID[0]), math.log(_SCALE_GRID[-1])
+    result = minimize(
+        fun,
+        np.full(d, widest),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(widest - _DIRECTION_RANGE, narrowest)] * d,
+        options={"maxiter": _DIRECTION_MAX_ITER},
+    )
+    loss = float(result.fun) if math.isfinite(result.fun) else math.inf
+    return np.exp(result.x), loss
+
+
+def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp):
+    """The factor of ``grid`` that gives ``W`` the lowest leave-one-out loss,
+    and that loss."""
+    workspace = {}
+    losses = [
+        _loo_value(W * float(g), Xs, Ys, sw, kernel=kernel, workspace=workspace, xp=xp)
+        for g in grid
+    ]
+    best = int(np.argmin(losses))
+    return float(grid[best]), losses[best]
+
+
+def _loo_value(W, Xs, Ys, sw, *, kernel, workspace, xp):
+    """The leave-one-out loss at ``W`` (an array of ``Xs``'s namespace); inf
+    where it is not finite."""
+    value = loo_loss_and_grad(
+        W, Xs, Ys, sw, xp=xp, return_grad=False, workspace=workspace, kernel=kernel
+    )[0]
+    return value if math.isfinite(value) else math.inf
+
+
+def subsample(Xs, Ys, sw, size, *, rng, xp):
+    """At most ``size`` rows with positive weight, weights renormalised."""
+    positive = np.flatnonzero(to_numpy(sw) > 0)
+    if positive.shape[0] <= size and positive.shape[0] == Xs.shape[0]:
+        return Xs, Ys, sw
+    rows = np.sort(
+        rng.choice(positive, size=min(size, positive.shape[0]), replace=False)
+    )
+    idx = xp.asarray(rows, device=device(Xs))
+    sw_sub = xp.take(sw, idx, axis=0)
+    return xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), sw_sub / xp.sum(sw_sub)

@@ -1,0 +1,226 @@
+"""The training objective: leave-one-out loss and gradient against direct
+formulas, and the diversity penalty."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy.optimize import approx_fprime
+
+from nwensemble._attention import log_weights
+from nwensemble._fitting import objective
+from nwensemble._loo_loss import (
+    diversity_penalty_and_grad,
+    loo_loss_and_grad,
+    loo_loss_and_grad_z,
+)
+from nwensemble._nw_predict import loo_head_predictions
+from nwensemble.diagnostics import head_diversity_index
+
+
+def _naive_loo_loss(W, X, Y, sw):
+    """Leave-one-out weighted MSE with explicit loops over queries."""
+    Z = X @ W
+    loss = 0.0
+    for i in range(X.shape[0]):
+        d2 = np.sum((Z - Z[i]) ** 2, axis=1)
+        logits = -0.5 * d2 + np.log(np.where(sw > 0, sw, 1.0))
+        logits[sw == 0] = -np.inf
+        logits[i] = -np.inf
+        w = np.exp(logits - logits.max())
+        w /= w.sum()
+        loss += sw[i] * np.sum((w @ Y - Y[i]) ** 2)
+    return loss
+
+
+def _problem(n, p, d, t, weighted, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    Y = rng.standard_normal((n, t))
+    sw = rng.uniform(0.2, 2.0, n) if weighted else np.ones(n)
+    W = rng.standard_normal((p, d)) * 0.7
+    return W, X, Y, sw / sw.sum()
+
+
+@pytest.mark.parametrize("t", [1, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("scale", [1.0, 12.0, 40.0])
+def test_loss_matches_naive_loop(t, weighted, scale):
+    """The vectorised loss equals the loop over leave-one-out queries.
+
+    At ``scale=12`` many weights fall below the zeroing floor; at ``scale=40``
+    some rows' attention underflows on the fast path, so the row-maximum
+    fallback is exercised too.
+    """
+    W, X, Y, sw = _problem(40, 5, 3, t, weighted)
+    W = W * scale
+    loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np)
+    assert_allclose(loss, _naive_loo_loss(W, X, Y, sw), rtol=1e-12)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gradient_matches_finite_differences(t, weighted):
+    """The analytic gradient equals central finite differences to 1e-5."""
+    W, X, Y, sw = _problem(50, 6, 3, t, weighted, seed=1)
+
+    def loss(theta):
+        return loo_loss_and_grad(theta.reshape(W.shape), X, Y, sw, xp=np)[0]
+
+    _, grad = loo_loss_and_grad(W, X, Y, sw, xp=np)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (loss(W.ravel() + step * e) - loss(W.ravel() - step * e)) / (2 * step)
+            for e in np.eye(W.size)
+        ]
+    )
+    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
+    # scipy's forward differences agree too, at their coarser accuracy.
+    assert_allclose(
+        grad.ravel(), approx_fprime(W.ravel(), loss, 1e-8), rtol=1e-3, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
+def test_gradient_wrt_projected_rows(kernel):
+    """``dloss / dZ`` gives the projection's gradient as ``X^T dloss/dZ`` and
+    equals central finite differences in ``Z``."""
+    W, X, Y, sw = _problem(30, 5, 2, 2, weighted=True, seed=3)
+    Z = X @ W
+    loss, grad_Z = loo_loss_and_grad_z(Z, Y, sw, xp=np, kernel=kernel)
+    loss_W, grad_W = loo_loss_and_grad(W, X, Y, sw, xp=np, kernel=kernel)
+    assert loss == loss_W
+    assert_allclose(X.T @ grad_Z, grad_W, rtol=1e-12, atol=1e-15)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (
+                loo_loss_and_grad_z(
+                    (Z.ravel() + step * e).reshape(Z.shape), Y, sw, xp=np, kernel=kernel
+                )[0]
+                - loo_loss_and_grad_z(
+                    (Z.ravel() - step * e).reshape(Z.shape), Y, sw, xp=np, kernel=kernel
+                )[0]
+            )
+            / (2 * step)
+            for e in np.eye(Z.size)
+        ]
+    )
+    assert_allclose(
+        grad_Z.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max()
+    )
+
+
+def test_zero_weight_rows_are_ignored():
+    """A zero-weight row neither queries nor serves as a key."""
+    W, X, Y, sw = _problem(30, 4, 2, 1, weighted=True)
+    sw0 = sw.copy()
+    sw0[:5] = 0.0
+    sw0 /= sw0.sum()
+    keep = slice(5, None)
+    sub_sw = sw0[keep] / sw0[keep].sum()
+    full = loo_loss_and_grad(W, X, Y, sw0, xp=np)
+    sub = loo_loss_and_grad(W, X[keep], Y[keep], sub_sw, xp=np)
+    assert_allclose(full[0], sub[0], rtol=1e-12)
+    assert_allclose(full[1], sub[1], rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("n_heads", [2, 3])
+def test_ensemble_loss_matches_mean_of_heads(n_heads):
+    """The multi-head loss is the error of the mean leave-one-out estimate."""
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((30, 4)), rng.standard_normal((30, 2))
+    sw = np.full(30, 1 / 30)
+    W = rng.standard_normal((4, 2 * n_heads))
+    loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=n_heads)
+    heads = loo_head_predictions(
+        X @ W, Y, log_weights(sw, xp=np), np.arange(30), xp=np, n_heads=n_heads
+    )
+    R = heads.mean(0) - Y
+    assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("t", [1, 2])
+def test_ensemble_gradient_matches_finite_differences(t):
+    """The joint gradient of three heads equals central differences to 1e-5."""
+    W, X, Y, sw = _problem(40, 5, 6, t, weighted=True, seed=2)
+
+    def loss(theta):
+        return loo_loss_and_grad(theta.reshape(W.shape), X, Y, sw, xp=np, n_heads=3)[0]
+
+    _, grad = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=3)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (loss(W.ravel() + step * e) - loss(W.ravel() - step * e)) / (2 * step)
+            for e in np.eye(W.size)
+        ]
+    )
+    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())
+
+
+def test_loss_is_finite_at_extreme_scales():
+    """Tiny or huge projections keep the loss and gradient finite."""
+    W, X, Y, sw = _problem(30, 4, 2, 1, weighted=False)
+    for scale in (1e-8, 1e8):
+        loss, grad = loo_loss_and_grad(W * scale, X, Y, sw, xp=np)
+        assert np.isfinite(loss) and np.all(np.isfinite(grad))
+
+
+def test_penalty_gradient_matches_finite_differences():
+    """The smooth penalty's gradient equals central differences."""
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((7, 6))
+
+    def f(theta):
+        return diversity_penalty_and_grad(theta.reshape(W.shape), 3)[0]
+
+    _, grad = diversity_penalty_and_grad(W, 3)
+    numeric = np.array(
+        [(f(W.ravel() + 1e-6 * e) - f(W.ravel() - 1e-6 * e)) / 2e-6 for e in np.eye(42)]
+    )
+    assert_allclose(grad.ravel(), numeric, rtol=1e-6, atol=1e-9)
+    # The penalty is sum_{h<g} ||U_h^T U_g||_F^2 = d * pairs * (1 - HDI).
+    C = W.T.reshape(3, 2, 7)
+    assert_allclose(f(W.ravel()), 2 * 3 * (1 - head_diversity_index(C)))
+
+
+def test_penalty_on_the_arrays_device(ns):
+    """The stochastic solver takes the penalty where ``W`` lives: the same
+    value and gradient in every namespace, the gradient on ``W``'s device."""
+    import array_api_compat
+
+    W = np.random.default_rng(1).standard_normal((7, 6))
+    ref_penalty, ref_grad = diversity_penalty_and_grad(W, 3)
+    Wx = ns.asarray(W)
+    penalty, grad = diversity_penalty_and_grad(
+        Wx, 3, xp=array_api_compat.array_namespace(Wx)
+    )
+    assert_allclose(ns.check_output(grad), ref_grad, rtol=1e-10, atol=1e-12)
+    assert_allclose(float(penalty), float(ref_penalty), rtol=1e-12)
+
+
+@pytest.mark.parametrize("t", [1, 2])
+def test_joint_objective_gradient_with_diversity(t):
+    """The training objective (ensemble LOO loss + diversity term) and its
+    gradient agree with central differences to 1e-5."""
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((35, 5)), rng.standard_normal((35, t))
+    sw = rng.uniform(0.5, 1.5, 35)
+    sw /= sw.sum()
+    W = rng.standard_normal((5, 6)) * 0.8
+
+    def f(theta):
+        return objective(
+            theta.reshape(W.shape), X, Y, sw, n_heads=3, diversity=0.3, xp=np
+        )[0]
+
+    _, grad = objective(W, X, Y, sw, n_heads=3, diversity=0.3, xp=np)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (f(W.ravel() + step * e) - f(W.ravel() - step * e)) / (2 * step)
+            for e in np.eye(30)
+        ]
+    )
+    assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-9 * np.abs(numeric).max())

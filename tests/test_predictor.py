@@ -1,0 +1,84 @@
+"""The prediction object, the leave-one-out predictions it publishes, and
+the fitting engine used alone."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.datasets import make_friedman1
+from sklearn.model_selection import LeaveOneOut, cross_val_predict
+
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._fitting import FitConfig, SolverResult, fit_lbfgs, scaled_targets
+from nwensemble._init_projection import initial_projection
+from nwensemble._predictor import NWPredictor
+from nwensemble._stochastic import fit_adam
+
+
+def test_loo_prediction_is_leave_one_out_with_fixed_projection():
+    """``loo_prediction_`` predicts each row from the others with the fitted
+    projection: the model refitted without the row, with the same components
+    and no iterations, predicts it the same."""
+    X, y = make_friedman1(n_samples=40, n_features=5, noise=0.3, random_state=0)
+    params = dict(standardize=False, duplicate_weight=0)
+    reg = NWAttentionRegressor(random_state=0, **params).fit(X, y)
+    assert reg.loo_prediction_.shape == y.shape
+    fixed = NWAttentionRegressor(init=reg.components_, max_iter=0, **params)
+    loo = cross_val_predict(fixed, X, y, cv=LeaveOneOut())
+    assert_allclose(reg.loo_prediction_, loo, rtol=1e-10)
+
+
+def test_loo_prediction_is_nan_outside_the_sampled_rows(monkeypatch):
+    monkeypatch.setattr("nwensemble._base.LOO_STATS_ROWS", 50)
+    X, y = make_friedman1(n_samples=120, n_features=5, random_state=0)
+    Y = np.column_stack([y, -y])
+    reg = MultiHeadNWRegressor(n_heads=2, max_iter=3, bvc_resamples=0).fit(X, Y)
+    computed = np.all(np.isfinite(reg.loo_prediction_), axis=1)
+    assert reg.loo_prediction_.shape == (120, 2)
+    assert computed.sum() == 50
+    assert np.all(np.isnan(reg.loo_prediction_[~computed]))
+
+
+def test_predictor_surface_matches_the_estimator():
+    X, y = make_friedman1(n_samples=80, n_features=5, random_state=1)
+    reg = MultiHeadNWRegressor(n_heads=2, head_dim=2, bvc_resamples=0).fit(X, y)
+    predictor = reg.predictor_
+    assert isinstance(predictor, NWPredictor)
+    assert predictor.n_heads == 2 and predictor.kernel.name == "softmax"
+    assert predictor.n_samples_fit == 80
+    assert_allclose(predictor.project(X[:5]), reg.transform(X[:5]))
+    assert_allclose(predictor.predict(X[:5]), reg.predict(X[:5]))
+    assert predictor.support_fallback(reg.transform(X[:5])).shape == (5, 2)
+
+
+@pytest.mark.parametrize("solve", [fit_lbfgs, fit_adam])
+def test_the_fitting_engine_runs_without_an_estimator(solve):
+    """A frozen configuration and arrays in, a ``SolverResult`` out."""
+    X, y = make_friedman1(n_samples=120, n_features=5, random_state=2)
+    Xs = (X - X.mean(0)) / X.std(0)
+    sw = np.full(len(y), 1.0 / len(y))
+    Ys = scaled_targets(y[:, None], sw, xp=np)
+    config = FitConfig(head_dim=2, max_iter=5, batch_size=32)
+    rng = np.random.default_rng(0)
+    W0 = initial_projection(
+        config, None, Xs, Ys, sw, np.ones(5), n_heads=2, rng=rng, xp=np
+    )
+    result = solve(
+        config, W0, Xs, Ys, sw, n_heads=2, as_components=lambda W: W, rng=rng, xp=np
+    )
+    assert isinstance(result, SolverResult)
+    assert result.W.shape == W0.shape == (5, 4)
+    assert 0 < result.n_iter <= 5 and len(result.loss_curve) == result.n_iter
+    with pytest.raises(AttributeError):
+        config.max_iter = 10  # frozen
+
+
+def test_shared_docstrings_have_no_placeholder_left():
+    from nwensemble import HeadAllocator, plotting
+
+    objects = [NWAttentionRegressor, MultiHeadNWRegressor, HeadAllocator]
+    objects += [getattr(plotting, name) for name in plotting.__all__]
+    objects += [NWAttentionRegressor.fit, MultiHeadNWRegressor.fit]
+    for obj in objects:
+        assert "%(" not in obj.__doc__, obj
+    assert "loo_prediction_ :" in MultiHeadNWRegressor.__doc__
+    assert "loo_prediction_ :" in NWAttentionRegressor.__doc__
