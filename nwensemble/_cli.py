@@ -13,10 +13,10 @@ import numpy as np
 
 def _load_csv(path):
     """Numeric CSV with a header row and the target in the last column."""
-    from nwensemble.datasets._benchmark import _read_csv
+    from nwensemble.datasets._benchmark import read_csv
 
     try:
-        X, y, _ = _read_csv(path)
+        X, y, _ = read_csv(path)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from exc
     except OSError as exc:

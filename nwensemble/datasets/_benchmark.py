@@ -88,7 +88,7 @@ def fetch_regression_benchmark(
     folder = data_home if data_home is not None else os.environ.get("NWENSEMBLE_DATA")
     path = None if folder is None else os.path.join(os.fspath(folder), f"{name}.csv")
     if path is not None and os.path.isfile(path):
-        X, y, features = _read_csv(path)
+        X, y, features = read_csv(path)
         source = path
     else:
         X, y, features = _fetch_openml(name, looked_in=path)
@@ -112,7 +112,9 @@ def fetch_regression_benchmark(
     )
 
 
-def _read_csv(path):
+def read_csv(path):
+    """``X``, ``y`` and the feature names of a numeric CSV with a header row
+    and the target in the last column."""
     with open(path) as f:
         header = f.readline().strip().split(",")
     try:
