@@ -458,5 +458,7 @@ def _results_table(candidates, scores, fit_times, score_times):
         table[f"split{k}_test_score"] = scores[:, k]
     table["mean_test_score"] = mean
     table["std_test_score"] = scores.std(axis=1)
-    table["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
+    # A score that could not be taken (NaN) ranks last.
+    order = np.where(np.isnan(mean), np.inf, -mean)
+    table["rank_test_score"] = rankdata(order, method="min").astype(np.int32)
     return table

@@ -27,6 +27,7 @@ def test_loo_prediction_is_leave_one_out_with_fixed_projection():
     assert_allclose(reg.loo_prediction_, loo, rtol=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_loo_prediction_is_nan_outside_the_sampled_rows(monkeypatch):
     monkeypatch.setattr("nwensemble._base.LOO_STATS_ROWS", 50)
     X, y = make_friedman1(n_samples=120, n_features=5, random_state=0)
