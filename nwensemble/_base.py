@@ -6,6 +6,7 @@
 import time
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple, Optional
 
 import numpy as np
 from sklearn.base import (
@@ -58,6 +59,19 @@ AUTO_ADAM_ROWS = 10_000
 AUTO_ADAM_ROWS_HEADS = 4096
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
+
+
+class FittedHeads(NamedTuple):
+    """What ``_fit_heads`` leaves for the statistics and diagnostics, all
+    float64 NumPy: the heads' leave-one-out residuals (n_heads, m, t) on
+    training rows ``rows`` (an index array; None for all rows), those rows'
+    sample weights ``sw`` (m,) and the heads' projections ``W_std`` in the
+    standardised units they are learned in."""
+
+    residuals: np.ndarray
+    sw: np.ndarray
+    rows: Optional[np.ndarray]
+    W_std: np.ndarray
 
 
 class BaseNWRegressor(
@@ -138,15 +152,18 @@ class BaseNWRegressor(
         self : object
             Fitted estimator.
         """
-        residuals, sw, W_std = self._fit_heads(X, y, sample_weight)
-        self._combine_heads(residuals, sw, W_std)
+        self._combine_heads(self._fit_heads(X, y, sample_weight))
         return self
 
     def _fit_n_heads(self):
         """Number of heads to fit."""
         raise NotImplementedError
 
-    def _combine_heads(self, residuals, sw, W_std):
+    def _fit_diversity(self):
+        """Weight of the diversity penalty in the training objective."""
+        return 0.0
+
+    def _combine_heads(self, heads):
         """Set the head weights and what follows from the heads' leave-one-out
         residuals (see ``_fit_heads``)."""
         raise NotImplementedError
@@ -163,7 +180,7 @@ class BaseNWRegressor(
             early_stopping=self.early_stopping,
             validation_fraction=self.validation_fraction,
             n_iter_no_change=self.n_iter_no_change,
-            diversity=float(getattr(self, "diversity", 0.0)),
+            diversity=float(self._fit_diversity()),
             callback=self.callback,
             verbose=self.verbose,
             name=type(self).__name__,
@@ -208,11 +225,8 @@ class BaseNWRegressor(
 
         Sets ``components_`` ((head_dim, p) for the single-head estimator, else
         (n_heads, head_dim, p)), ``predictor_``, ``n_iter_``, ``n_fev_``,
-        ``loss_curve_`` and ``n_support_fallback_``. Returns the heads'
-        leave-one-out residuals on the rows of ``_loo_rows`` (all rows when
-        None), shape (n_heads, m, t), those rows' sample weights and the
-        heads' projections in standardised units (the space they are learned
-        in), all float64 NumPy, for the diagnostics.
+        ``loss_curve_`` and ``n_support_fallback_``; returns ``FittedHeads``
+        for the statistics and diagnostics that follow.
         """
         previous = None
         if self.warm_start and hasattr(self, "predictor_"):
@@ -302,11 +316,11 @@ class BaseNWRegressor(
         # each attending to all rows, so that their cost stays linear in n.
         sw_np = to_numpy(sw).astype(np.float64)
         positive = np.flatnonzero(sw_np > 0)
-        self._loo_rows = None
+        sampled = None
         rows_np = np.arange(X.shape[0])
         if positive.shape[0] > LOO_STATS_ROWS:
             rows_np = np.sort(rng.choice(positive, LOO_STATS_ROWS, replace=False))
-            self._loo_rows = rows_np
+            sampled = rows_np
         rows = xp.asarray(rows_np, device=dev)
         start = time.perf_counter()
         heads, fallback = self.predictor_.loo_head_predictions(rows)
@@ -315,7 +329,7 @@ class BaseNWRegressor(
         Y_rows = xp.take(Y, rows, axis=0)
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
         self._progress(f"leave-one-out statistics on {rows_np.shape[0]} rows", start)
-        return residuals, sw_np[rows_np], as_components(fitted.W)
+        return FittedHeads(residuals, sw_np[rows_np], sampled, as_components(fitted.W))
 
     def _progress(self, stage, start):
         """With ``verbose``, say that ``stage`` (begun at ``start``) is done."""
@@ -334,16 +348,16 @@ class BaseNWRegressor(
         limit = AUTO_ADAM_ROWS if n_heads == 1 else AUTO_ADAM_ROWS_HEADS
         return "adam" if n_positive > limit else "lbfgs"
 
-    def _set_head_combination(self, residuals, sw, head_weights):
+    def _set_head_combination(self, heads, head_weights):
         """Combine the heads with ``head_weights``; set ``loo_prediction_``,
         ``duplicate_weight_`` and the predictor's noise level from the heads'
         leave-one-out residuals (see ``_loo_statistics``)."""
         loo, self.duplicate_weight_ = combine_heads(
             self.predictor_,
-            residuals,
-            sw,
+            heads.residuals,
+            heads.sw,
             head_weights,
-            rows=self._loo_rows,
+            rows=heads.rows,
             duplicate_weight=self.duplicate_weight,
         )
         self.loo_prediction_ = self.predictor_.output(loo)

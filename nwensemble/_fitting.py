@@ -27,9 +27,8 @@ _COARSE_SIZE = 1024
 # iterations: more cost time and gained little (performance notes).
 _REFINE_MAX_ITER = 10
 # L-BFGS stages on at least this many float64 rows evaluate the loss in
-# float32 (the parameters and the fitted model stay float64): about 3x
-# faster per evaluation, and its rounding (~1e-7 of the loss) is far below
-# ``tol``.
+# float32 (the parameters and the fitted model stay float64): faster per
+# evaluation, and its rounding is far below ``tol`` (performance notes).
 _FLOAT32_LOSS_ROWS = 2048
 # The subsample stage stops at this many times ``tol``.
 _COARSE_TOL_FACTOR = 10.0

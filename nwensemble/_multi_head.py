@@ -253,7 +253,11 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     def _fit_n_heads(self):
         return self.n_heads
 
-    def _combine_heads(self, residuals, sw, W_std):
+    def _fit_diversity(self):
+        return self.diversity
+
+    def _combine_heads(self, heads):
+        residuals, sw, W_std = heads.residuals, heads.sw, heads.W_std
         H = self.n_heads
         xp, dev = namespace_of(self.predictor_.Y)
         dtype = self.predictor_.Y.dtype
@@ -261,7 +265,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             alpha = _optimal_head_weights(residuals, sw)
         else:
             alpha = np.full(H, 1.0 / H)
-        self._set_head_combination(residuals, sw, alpha.tolist())
+        self._set_head_combination(heads, alpha.tolist())
         self.head_weights_ = xp.asarray(alpha, dtype=dtype, device=dev)
         self.subspace_similarity_ = xp.asarray(
             subspace_similarity(W_std), dtype=dtype, device=dev

@@ -152,5 +152,5 @@ class NWAttentionRegressor(BaseNWRegressor):
     def _fit_n_heads(self):
         return 1
 
-    def _combine_heads(self, residuals, sw, W_std):
-        self._set_head_combination(residuals, sw, [1.0])
+    def _combine_heads(self, heads):
+        self._set_head_combination(heads, [1.0])
