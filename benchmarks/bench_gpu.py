@@ -14,12 +14,12 @@ Without CuPy or a GPU it says so and exits with status 0.
 Run: ``python benchmarks/bench_gpu.py [--sizes 10000 100000] [--repeats 3]``
 """
 
-import argparse
 import sys
 import time
 import warnings
 
 import numpy as np
+from _common import benchmark_parser
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
@@ -45,11 +45,9 @@ def timed(fn, sync):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
-    parser.add_argument("--max-test", type=int, default=20000)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = benchmark_parser(
+        __doc__, sizes=[10000, 100000], max_test=20000, epochs=5, repeats=3
+    )
     args = parser.parse_args()
     cupy = gpu_available()
     if cupy is None:

@@ -11,10 +11,10 @@ head, and the test RMSE.
 Run: ``python benchmarks/bench_kernels.py [--n 50000] [--repeats 3]``
 """
 
-import argparse
 import time
 
 import numpy as np
+from _common import benchmark_parser
 from sklearn.datasets import make_friedman1
 from threadpoolctl import threadpool_info
 
@@ -24,13 +24,9 @@ KERNELS = ("softmax", "epanechnikov", "biweight", "triweight")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=50000)
-    parser.add_argument("--features", type=int, default=16)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = benchmark_parser(
+        __doc__, n=50000, features=16, heads=4, head_dim=4, epochs=5, repeats=3
+    )
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     parser.add_argument("--kernels", nargs="+", default=list(KERNELS))
     args = parser.parse_args()

@@ -17,11 +17,11 @@ Also prints the peak memory ``predict`` allocates beyond its inputs at
 Run: ``python benchmarks/bench_predict.py [--n 20000] [--repeats 5]``
 """
 
-import argparse
 import time
 import tracemalloc
 
 import numpy as np
+from _common import benchmark_parser
 from threadpoolctl import threadpool_info
 
 from nwensemble import MultiHeadNWRegressor
@@ -55,13 +55,9 @@ def fitted_model(X, y, n_heads, head_dim):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20000)
-    parser.add_argument("--features", type=int, default=16)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--memory-n", type=int, default=50000)
+    parser = benchmark_parser(
+        __doc__, n=20000, features=16, heads=4, head_dim=4, repeats=5, memory_n=50000
+    )
     args = parser.parse_args()
     blas = [(i["internal_api"], i["num_threads"]) for i in threadpool_info()]
     print(f"BLAS: {blas}")

@@ -9,11 +9,11 @@ of the sizes), and the test RMSE on 2000 held-out rows.
 Run: ``python benchmarks/bench_stochastic.py [--sizes 10000 100000] [--epochs 5]``
 """
 
-import argparse
 import time
 import warnings
 
 import numpy as np
+from _common import benchmark_parser
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
@@ -21,12 +21,9 @@ from nwensemble import MultiHeadNWRegressor
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=4)
+    parser = benchmark_parser(
+        __doc__, sizes=[10000, 100000], epochs=5, repeats=3, heads=4, head_dim=4
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     print(

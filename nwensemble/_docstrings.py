@@ -161,6 +161,18 @@ figure_ : matplotlib Figure""",
 >>> import matplotlib
 >>> matplotlib.use("Agg")
 >>> from sklearn.datasets import make_friedman1""",
+    "display_example_fit": """\
+>>> import matplotlib
+>>> matplotlib.use("Agg")
+>>> from sklearn.datasets import make_friedman1
+>>> from nwensemble import MultiHeadNWRegressor
+>>> X, y = make_friedman1(n_samples=200, random_state=0)
+>>> reg = MultiHeadNWRegressor(n_heads=3, random_state=0).fit(X, y)""",
+    "display_from_estimator": """\
+ax : matplotlib Axes, default=None
+    Where to draw; a new figure when None.
+**kwargs
+    Passed to :meth:`plot`.""",
 }
 
 _PLACEHOLDER = re.compile(r"^( *)%\((\w+)\)s$", re.MULTILINE)

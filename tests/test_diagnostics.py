@@ -34,22 +34,15 @@ heads_and_dims = st.tuples(
 
 
 @given(heads_and_dims)
-def test_hdi_is_one_for_orthogonal_subspaces(shape):
-    """Pairwise orthogonal subspaces, in any bases, have HDI 1."""
+def test_hdi_is_one_for_orthogonal_and_zero_for_shared_subspaces(shape):
+    """Pairwise orthogonal subspaces have HDI 1 and heads spanning one subspace
+    have HDI 0, in any bases."""
     H, d, extra, seed = shape
     rng = np.random.default_rng(seed)
-    p = H * d + extra
-    blocks = _orthogonal(p, rng)[:, : H * d].T.reshape(H, d, p)
-    assert head_diversity_index(_mix(blocks, rng)) == pytest.approx(1.0, abs=1e-10)
-
-
-@given(heads_and_dims)
-def test_hdi_is_zero_for_one_shared_subspace(shape):
-    """Heads spanning one subspace in different bases have HDI 0."""
-    H, d, extra, seed = shape
-    rng = np.random.default_rng(seed)
-    p = d + extra
-    shared = np.repeat(_orthogonal(p, rng)[:, :d].T[None], H, axis=0)
+    Q = _orthogonal(H * d + extra, rng)
+    orthogonal = Q[:, : H * d].T.reshape(H, d, -1)
+    shared = np.repeat(Q[:, :d].T[None], H, axis=0)
+    assert head_diversity_index(_mix(orthogonal, rng)) == pytest.approx(1.0, abs=1e-10)
     assert head_diversity_index(_mix(shared, rng)) == pytest.approx(0.0, abs=1e-10)
 
 

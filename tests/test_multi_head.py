@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import friedman_split, rmse
 from numpy.testing import assert_allclose
 from sklearn.datasets import make_friedman1
 
@@ -27,12 +28,7 @@ def test_one_head_equals_single_head_estimator(friedman, params):
 @pytest.fixture(scope="module")
 def friedman_1000():
     """The issue's benchmark problem: 1000 train, 500 test, noise 1, 10 features."""
-    X, y = make_friedman1(n_samples=1500, n_features=10, noise=1.0, random_state=0)
-    return X[:1000], y[:1000], X[1000:], y[1000:]
-
-
-def _rmse(model, X, y):
-    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
+    return friedman_split(1000, 500, n_features=10)
 
 
 @pytest.mark.slow
@@ -41,7 +37,7 @@ def test_four_heads_beat_one_head_on_friedman(friedman_1000):
     X, y, Xt, yt = friedman_1000
     one = MultiHeadNWRegressor(n_heads=1, head_dim=2, random_state=0).fit(X, y)
     four = MultiHeadNWRegressor(n_heads=4, head_dim=2, random_state=0).fit(X, y)
-    assert _rmse(four, Xt, yt) < 0.95 * _rmse(one, Xt, yt)
+    assert rmse(four, Xt, yt) < 0.95 * rmse(one, Xt, yt)
 
 
 def test_diversity_raises_hdi_on_friedman(friedman_1000):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import friedman_split, rmse
 from numpy.testing import assert_allclose
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
@@ -12,12 +13,7 @@ from nwensemble._base import AUTO_ADAM_ROWS, AUTO_ADAM_ROWS_HEADS
 
 @pytest.fixture(scope="module")
 def data():
-    X, y = make_friedman1(n_samples=2500, n_features=6, noise=1.0, random_state=0)
-    return X[:2000], y[:2000], X[2000:], y[2000:]
-
-
-def _rmse(model, X, y):
-    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
+    return friedman_split(2000, 500, n_features=6)
 
 
 @pytest.mark.slow
@@ -30,8 +26,8 @@ def test_adam_learns_about_as_well_as_lbfgs(data):
     adam.fit(X, y)
     lbfgs = NWAttentionRegressor(solver="lbfgs", random_state=0).fit(X, y)
     start = NWAttentionRegressor(max_iter=0, random_state=0).fit(X, y)
-    assert _rmse(adam, Xt, yt) < 1.10 * _rmse(lbfgs, Xt, yt)
-    assert _rmse(adam, Xt, yt) < 0.9 * _rmse(start, Xt, yt)
+    assert rmse(adam, Xt, yt) < 1.10 * rmse(lbfgs, Xt, yt)
+    assert rmse(adam, Xt, yt) < 0.9 * rmse(start, Xt, yt)
     assert adam.n_fev_ == 2 * adam.n_iter_  # 1800 training rows: 1024 + 776
     assert len(adam.loss_curve_) == adam.n_iter_
 
@@ -54,7 +50,7 @@ def test_adam_multi_head_with_diversity(data):
     with pytest.warns(ConvergenceWarning):
         model.fit(X, y)
     assert model.components_.shape == (3, 2, 6)
-    assert np.isfinite(_rmse(model, Xt, yt))
+    assert np.isfinite(rmse(model, Xt, yt))
 
 
 def test_auto_solver_switches_on_size():

@@ -109,7 +109,9 @@ class AllocationDisplay:
         Parameters
         ----------
         allocator : fitted HeadAllocator
+            Its ``cv_results_``, ``budget_`` and ``theory_allocation_`` are drawn.
         ax : matplotlib Axes, default=None
+            Where to draw; a new figure when None.
 
         Returns
         -------

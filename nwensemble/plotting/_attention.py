@@ -35,11 +35,8 @@ class AttentionDisplay:
 
     Examples
     --------
-    %(display_example_setup)s
-    >>> from nwensemble import MultiHeadNWRegressor
     >>> from nwensemble.plotting import AttentionDisplay
-    >>> X, y = make_friedman1(n_samples=200, random_state=0)
-    >>> reg = MultiHeadNWRegressor(n_heads=3, random_state=0).fit(X, y)
+    %(display_example_fit)s
     >>> disp = AttentionDisplay.from_estimator(reg, X[:1], top_k=5)
     >>> disp.ax_.get_ylabel()
     'head'
@@ -87,6 +84,7 @@ class AttentionDisplay:
         return self
 
     @classmethod
+    @fill_doc
     def from_estimator(cls, estimator, x, *, top_k=10, ax=None, **kwargs):
         """Plot where a fitted model's heads attend for the query ``x``.
 
@@ -100,9 +98,7 @@ class AttentionDisplay:
             One query.
         top_k : int, default=10
             Rows kept per head.
-        ax : matplotlib Axes, default=None
-        **kwargs
-            Passed to :meth:`plot`.
+        %(display_from_estimator)s
 
         Returns
         -------

@@ -39,11 +39,8 @@ class BVCDisplay:
 
     Examples
     --------
-    %(display_example_setup)s
-    >>> from nwensemble import MultiHeadNWRegressor
     >>> from nwensemble.plotting import BVCDisplay
-    >>> X, y = make_friedman1(n_samples=200, random_state=0)
-    >>> reg = MultiHeadNWRegressor(n_heads=3, random_state=0).fit(X, y)
+    %(display_example_fit)s
     >>> disp = BVCDisplay.from_estimator(reg)
     >>> sorted(disp.bars_)
     ['(1 - 1/H) covariance', 'bias$^2$', 'variance / H']
@@ -126,18 +123,7 @@ class BVCDisplay:
         return self
 
     @classmethod
-    def from_estimator(
-        cls,
-        estimator,
-        X=None,
-        y=None,
-        *,
-        n_resamples=10,
-        f_true=None,
-        random_state=None,
-        ax=None,
-        **kwargs,
-    ):
+    def from_estimator(cls, estimator, X=None, y=None, **kwargs):
         """Plot one fitted model's decomposition.
 
         Without ``X`` and ``y`` it uses the model's ``bvc_decomposition_``
@@ -148,29 +134,18 @@ class BVCDisplay:
         ----------
         estimator : fitted NW regressor
         X, y : array-like, default=None
-        n_resamples : int, default=10
-        f_true : array-like, default=None
-        random_state : int, RandomState instance or None, default=None
-        ax : matplotlib Axes, default=None
         **kwargs
-            Passed to :meth:`plot`.
+            ``n_resamples``, ``f_true``, ``random_state``, ``ax`` and the
+            keywords of :meth:`plot`, as in :meth:`from_estimators`.
 
         Returns
         -------
         display : BVCDisplay
         """
-        return cls.from_estimators(
-            [estimator],
-            X,
-            y,
-            n_resamples=n_resamples,
-            f_true=f_true,
-            random_state=random_state,
-            ax=ax,
-            **kwargs,
-        )
+        return cls.from_estimators([estimator], X, y, **kwargs)
 
     @classmethod
+    @fill_doc
     def from_estimators(
         cls,
         estimators,
@@ -195,9 +170,7 @@ class BVCDisplay:
         labels : list of str, default=None
         n_resamples, f_true, random_state
             As in :func:`~nwensemble.diagnostics.bvc_decomposition`.
-        ax : matplotlib Axes, default=None
-        **kwargs
-            Passed to :meth:`plot`.
+        %(display_from_estimator)s
 
         Returns
         -------

@@ -37,11 +37,8 @@ class HeadDiversityDisplay:
 
     Examples
     --------
-    %(display_example_setup)s
-    >>> from nwensemble import MultiHeadNWRegressor
     >>> from nwensemble.plotting import HeadDiversityDisplay
-    >>> X, y = make_friedman1(n_samples=200, random_state=0)
-    >>> reg = MultiHeadNWRegressor(n_heads=3, random_state=0).fit(X, y)
+    %(display_example_fit)s
     >>> disp = HeadDiversityDisplay.from_estimator(reg)
     >>> disp.ax_.get_title().startswith("HDI")
     True
@@ -101,15 +98,14 @@ class HeadDiversityDisplay:
         return self
 
     @classmethod
+    @fill_doc
     def from_estimator(cls, estimator, *, ax=None, **kwargs):
         """Plot a fitted multi-head model's ``subspace_similarity_`` and ``hdi_``.
 
         Parameters
         ----------
         estimator : fitted MultiHeadNWRegressor
-        ax : matplotlib Axes, default=None
-        **kwargs
-            Passed to :meth:`plot`.
+        %(display_from_estimator)s
 
         Returns
         -------
