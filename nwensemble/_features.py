@@ -80,7 +80,10 @@ def fit_power(X, sw, *, rng):
         rms = top * np.sqrt(w @ ((X / top) ** 2))
     rms = np.where(np.isfinite(rms) & (rms > 0), rms, 1.0)
     norm = np.where(boxcox, geo, rms)
-    norm = np.where(np.isfinite(norm) & (norm > 0), norm, 1.0)
+    # Subnormal normalisers get one, as the linear map's spreads do: queries
+    # divided by them would overflow.
+    usable = np.isfinite(norm) & (norm >= np.finfo(X.dtype).smallest_normal)
+    norm = np.where(usable, norm, 1.0)
     V = X / norm
     a = np.where(boxcox, np.log(np.where(V > 0, V, 1.0)), np.log1p(np.abs(V)))
     # As in power_transform: clip where a power of the value would overflow.

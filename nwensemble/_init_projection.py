@@ -28,6 +28,8 @@ _SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
 # the user guide).
 _DIRECTION_MAX_ITER = 10
 _DIRECTION_RANGE = 3.0
+# A spread below this share of the rows' second moment is rounding noise.
+_CONSTANT_SPREAD = 1e-20
 
 
 def default_head_dim(n_samples, n_features, n_heads):
@@ -163,7 +165,11 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
         Z = Xs @ Wx
         Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
         spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
-        unit = W[:, cols] * (1.0 / math.sqrt(spread) if spread > 0 else 1.0)
+        # Rows that differ only by rounding (constant features) have no
+        # spread to scale to: dividing by it would blow them up to ~1e15.
+        second_moment = float(xp.sum(sw[:, None] * Z * Z)) / d
+        varies = spread > _CONSTANT_SPREAD * second_moment
+        unit = W[:, cols] * (1.0 / math.sqrt(spread) if varies else 1.0)
         unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Xs))
         scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
         W[:, cols] = unit * scale

@@ -388,3 +388,20 @@ def test_each_direction_gets_its_own_starting_scale():
     reg = NWAttentionRegressor(init="identity", max_iter=0, standardize=False)
     scales = np.abs(np.diag(reg.fit(X, y).components_))
     assert scales[0] > 2.0 * max(scales[1], scales[2])
+
+
+def test_identical_rows_fit_without_overflow():
+    """Constant features standardise to rounding noise (~1e-32); the start
+    stage must not scale that noise up until the logits overflow."""
+    X = np.full((22, 3), 0.5)
+    y = np.array([56.0] + [1.0] * 21)
+    reg = NWAttentionRegressor(max_iter=0, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_subnormal_feature_scale_keeps_queries_finite():
+    """A feature whose values are subnormal gets scale one: queries divided
+    by a subnormal scale would overflow."""
+    X = np.array([[2.22507386e-311], [0.0], [0.0]])
+    reg = NWAttentionRegressor(max_iter=0, random_state=0).fit(X, np.zeros(3))
+    assert np.all(np.isfinite(reg.predict(np.ones((5, 1)))))
