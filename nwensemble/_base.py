@@ -41,8 +41,9 @@ from nwensemble._duplicates import DuplicateIndex
 from nwensemble._features import FeatureMap
 from nwensemble._fitting import FitConfig, fit_lbfgs, scaled_targets
 from nwensemble._init_projection import initial_projection
+from nwensemble._intervals import interval_alpha
 from nwensemble._kernels import KERNELS, get_kernel
-from nwensemble._loo_statistics import combine_heads
+from nwensemble._loo_statistics import combine_heads, original_rows, sample_loo_rows
 from nwensemble._optim import fit_threads
 from nwensemble._predictor import NWPredictor
 from nwensemble._stochastic import fit_adam
@@ -65,13 +66,15 @@ class FittedHeads(NamedTuple):
     """What ``_fit_heads`` leaves for the statistics and diagnostics, all
     float64 NumPy: the heads' leave-one-out residuals (n_heads, m, t) on
     training rows ``rows`` (an index array; None for all rows), those rows'
-    sample weights ``sw`` (m,) and the heads' projections ``W_std`` in the
-    standardised units they are learned in."""
+    sample weights ``sw`` (m,), the heads' projections ``W_std`` in the
+    standardised units they are learned in, and the training rows held out
+    of the projection's fit (None when it used every row)."""
 
     residuals: np.ndarray
     sw: np.ndarray
     rows: Optional[np.ndarray]
     W_std: np.ndarray
+    heldout: Optional[np.ndarray]
 
 
 class BaseNWRegressor(
@@ -254,9 +257,9 @@ class BaseNWRegressor(
         duplicates = (
             None if self.duplicate_weight == 0 else DuplicateIndex(X, Y, sw, xp=xp)
         )
-        Xt, Yt, swt = Xs, Ys, sw
+        Xt, Yt, swt, merged_group = Xs, Ys, sw, None
         if duplicates is not None:
-            Xt, Yt, swt = duplicates.collapse(Xs, Ys, sw, xp=xp)
+            Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
         start = time.perf_counter()
         W0 = initial_projection(
@@ -316,10 +319,11 @@ class BaseNWRegressor(
         # each attending to all rows, so that their cost stays linear in n.
         sw_np = to_numpy(sw).astype(np.float64)
         positive = np.flatnonzero(sw_np > 0)
+        heldout = original_rows(fitted.heldout, merged_group, duplicates)
         sampled = None
         rows_np = np.arange(X.shape[0])
         if positive.shape[0] > LOO_STATS_ROWS:
-            rows_np = np.sort(rng.choice(positive, LOO_STATS_ROWS, replace=False))
+            rows_np = sample_loo_rows(positive, heldout, LOO_STATS_ROWS, rng=rng)
             sampled = rows_np
         rows = xp.asarray(rows_np, device=dev)
         start = time.perf_counter()
@@ -329,7 +333,9 @@ class BaseNWRegressor(
         Y_rows = xp.take(Y, rows, axis=0)
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
         self._progress(f"leave-one-out statistics on {rows_np.shape[0]} rows", start)
-        return FittedHeads(residuals, sw_np[rows_np], sampled, as_components(fitted.W))
+        return FittedHeads(
+            residuals, sw_np[rows_np], sampled, as_components(fitted.W), heldout
+        )
 
     def _progress(self, stage, start):
         """With ``verbose``, say that ``stage`` (begun at ``start``) is done."""
@@ -359,8 +365,13 @@ class BaseNWRegressor(
             head_weights,
             rows=heads.rows,
             duplicate_weight=self.duplicate_weight,
+            heldout=heads.heldout,
         )
         self.loo_prediction_ = self.predictor_.output(loo)
+        calibration = self.predictor_.calibration
+        self.calibration_rows_ = self.predictor_.to_model(
+            calibration.rows[calibration.calibration]
+        )
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
@@ -438,6 +449,40 @@ class BaseNWRegressor(
             return back(self.predictor_.predict(X))
         Y_hat, Y_std = self.predictor_.predict(X, return_std=True)
         return back(Y_hat), back(Y_std)
+
+    def predict_interval(self, X, *, confidence_level=0.9, method="jackknife+"):
+        """Predict with conformal prediction intervals.
+
+        The intervals come from the leave-one-out residuals of the training
+        rows that ``fit`` already computed (no refit), with the projections
+        held at the fitted ones; see :ref:`prediction_intervals`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+        confidence_level : float, default=0.9
+            Target probability that the interval holds a new target, in (0, 1).
+        method : {'jackknife+', 'adaptive'}, default='jackknife+'
+            ``'jackknife+'``: the bounds are quantiles of the leave-one-out
+            models' predictions at ``X`` minus and plus the absolute residuals.
+            ``'adaptive'``: the residuals are first divided by the model's
+            local error scale at their row and multiplied by that at ``X``,
+            so that intervals widen where the data are noisy.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+            The predictions, as :meth:`predict` gives them.
+        y_pis : array of shape (n_samples, 2) or (n_samples, n_outputs, 2)
+            Lower and upper bounds (infinite, with a warning, when too few
+            rows calibrate for ``confidence_level``).
+        """
+        alpha = interval_alpha(confidence_level, method)
+        back = self._like_input(X)
+        X = self._check_predict_input(X, "predict_interval")
+        Y_hat, bounds = self.predictor_.predict_interval(X, alpha=alpha, method=method)
+        return back(Y_hat), back(bounds)
 
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.

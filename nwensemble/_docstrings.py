@@ -64,7 +64,9 @@ early_stopping : 'auto' or bool, default='auto'
     the held-out rows catch that. ``'auto'`` enables it when there are at
     least 50 samples with positive weight but fewer than 20 per learned
     parameter; with more, the held-out rows are worth more as training
-    data. The held-out rows are keys again in the fitted model.
+    data. The held-out rows are keys again in the fitted model, and their
+    leave-one-out residuals, which owe nothing to the projections, calibrate
+    :meth:`predict_interval`.
 
 validation_fraction : float, default=0.1
     Fraction of the rows held out for early stopping.
@@ -131,6 +133,12 @@ loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
     2048 of them are computed (each still attending to all rows); the
     others are NaN. Like random forests' ``oob_prediction_``, they score a
     fit without refits.
+
+calibration_rows_ : array of int
+    The training rows whose leave-one-out residuals calibrate
+    :meth:`predict_interval`: the rows held out of the projections' fit
+    (early stopping) when there were any, else every row with a
+    leave-one-out prediction and positive weight.
 
 predictor_ : NWPredictor
     The fitted state that prediction reads (projected training rows,

@@ -94,10 +94,11 @@ class DuplicateIndex:
         self.train_group = group
 
     def collapse(self, X, Y, sw, *, xp):
-        """``(X, Y, sw)`` with each group of identical rows merged into one
+        """``(X, Y, sw, group)``: each group of identical rows merged into one
         row of the group's total weight and weighted mean target (rows of
-        zero weight dropped); the arrays themselves when no rows repeat, or
-        when fewer than two rows would be left.
+        zero weight dropped), with the group of each merged row (compare
+        ``train_group``); the arrays themselves and None when no rows repeat,
+        or when fewer than two rows would be left.
 
         NW attention on the merged rows is the same function as on the
         originals (copies sit at the same place), but leave-one-out on them
@@ -106,7 +107,7 @@ class DuplicateIndex:
         n_groups = int(xp.sum(xp.astype(self.counts > 0, xp.int64)))
         n_positive = int(xp.sum(xp.astype(sw > 0, xp.int64)))
         if n_groups == n_positive or n_groups < 2:
-            return X, Y, sw
+            return X, Y, sw, None
         order = xp.argsort(self.train_group, stable=True)
         groups = xp.take(self.train_group, order, axis=0)
         _, starts, ends = _runs(groups[1:] != groups[:-1], xp=xp)
@@ -120,6 +121,7 @@ class DuplicateIndex:
             xp.take(X, first, axis=0),
             xp.astype(Y_merged, Y.dtype),
             xp.astype(weights / xp.sum(weights), sw.dtype),
+            xp.take(self.train_group, first, axis=0),
         )
 
     def lookup(self, Q, *, xp):

@@ -88,6 +88,9 @@ class SolverResult:
     at_max_iter : bool
         Whether ``config.max_iter`` ran out before the solver's own criterion
         stopped it (the estimators then warn).
+    heldout : ndarray of int or None
+        The rows of ``X`` held out of the objective (early stopping), or None
+        when the solver fitted on every row.
     """
 
     W: Any
@@ -95,6 +98,7 @@ class SolverResult:
     n_fev: int
     loss_curve: list
     at_max_iter: bool
+    heldout: Any = None
 
 
 def scaled_targets(Y, sw, *, xp):
@@ -107,9 +111,11 @@ def scaled_targets(Y, sw, *, xp):
 
 
 def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
-    """Split off the early-stopping rows; return ``(train, val)`` or ``(all, None)``.
+    """Split off the early-stopping rows; return ``(train, val, val_rows)`` or
+    ``(all, None, None)``.
 
-    Each part is ``(X, Y, sw)`` with weights renormalised to sum to one.
+    Each part is ``(X, Y, sw)`` with weights renormalised to sum to one;
+    ``val_rows`` are the held-out rows' indices (sorted NumPy integers).
     ``force`` holds rows out whatever ``early_stopping`` says (the stochastic
     solver needs them).
     """
@@ -123,7 +129,7 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
             < _EARLY_STOPPING_ROWS_PER_PARAMETER * n_params
         )
     if not use:
-        return (Xs, Ys, sw), None
+        return (Xs, Ys, sw), None, None
     n_val = int(math.ceil(config.validation_fraction * positive.shape[0]))
     if n_val < 1 or positive.shape[0] - n_val < 2:
         raise ValueError(
@@ -141,7 +147,7 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
         parts.append(
             (xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), w / xp.sum(w))
         )
-    return parts[0], parts[1]
+    return parts[0], parts[1], np.sort(val_rows)
 
 
 def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="softmax"):
@@ -183,7 +189,7 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
     def callback(theta, n_iter):
         config.callback(as_components(theta.reshape(p, k)), n_iter)
 
-    train, val = split_validation(config, Xs, Ys, sw, p * k, rng=rng, xp=xp)
+    train, val, val_rows = split_validation(config, Xs, Ys, sw, p * k, rng=rng, xp=xp)
     # One monitor for all stages: the held-out rows judge every iterate, and
     # each stage starts from the best one so far.
     monitor = None
@@ -252,4 +258,4 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
         n_iter += result.nit
         n_fev += result.nfev
         curve += run.loss_curve
-    return SolverResult(W, n_iter, n_fev, curve, at_max_iter)
+    return SolverResult(W, n_iter, n_fev, curve, at_max_iter, val_rows)

@@ -388,16 +388,46 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
             The chosen model's predictions (and what ``predict_params`` ask for).
         """
+        X = self._check_query(X, "predict")
+        return self.best_estimator_.predict(X, **predict_params)
+
+    def predict_interval(self, X, *, confidence_level=0.9, method="jackknife+"):
+        """Predict with conformal intervals from the chosen model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+        confidence_level : float, default=0.9
+        method : {'jackknife+', 'adaptive'}, default='jackknife+'
+            See :meth:`MultiHeadNWRegressor.predict_interval`.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+        y_pis : array of shape (n_samples, 2) or (n_samples, n_outputs, 2)
+        """
+        X = self._check_query(X, "predict_interval")
+        if not hasattr(self.best_estimator_, "predict_interval"):
+            raise AttributeError(
+                f"The chosen {type(self.best_estimator_).__name__} has no "
+                "predict_interval."
+            )
+        return self.best_estimator_.predict_interval(
+            X, confidence_level=confidence_level, method=method
+        )
+
+    def _check_query(self, X, method):
+        """Validated query rows for the refitted best estimator."""
         check_is_fitted(self)
         if not self.refit:
             raise AttributeError(
                 "HeadAllocator was fitted with refit=False: it holds the scores "
                 "only. Refit with refit=True to predict."
             )
-        same_namespace_or_raise(X, self._fit_where, estimator=self, method="predict")
+        same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
         xp, _ = get_namespace(X)
-        X = validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False)
-        return self.best_estimator_.predict(X, **predict_params)
+        return validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False)
 
 
 class _Predictions(RegressorMixin):

@@ -9,13 +9,16 @@ import numpy as np
 
 from nwensemble._backend import device, fill_masked, namespace_of, to_numpy
 from nwensemble._duplicates import blend, fit_duplicate_weight
+from nwensemble._intervals import Calibration, calibration_rows
 from nwensemble._scaling import power_of_two_scale
 
 
-def combine_heads(predictor, residuals, sw, head_weights, *, rows, duplicate_weight):
-    """Set the predictor's head weights, copies' blend and noise level;
-    return the ensemble's leave-one-out predictions on all training rows
-    (NaN outside ``rows``) and the blend's weight.
+def combine_heads(
+    predictor, residuals, sw, head_weights, *, rows, duplicate_weight, heldout=None
+):
+    """Set the predictor's head weights, copies' blend, noise level and the
+    intervals' calibration; return the ensemble's leave-one-out predictions
+    on all training rows (NaN outside ``rows``) and the blend's weight.
 
     ``residuals`` (n_heads, m, t) are the heads' leave-one-out residuals of
     the training rows ``rows`` (a NumPy index array, all rows when None) and
@@ -23,7 +26,9 @@ def combine_heads(predictor, residuals, sw, head_weights, *, rows, duplicate_wei
     residual at row ``i`` has variance ``sigma^2 (1 + sum_j v_ij^2)`` under
     homoscedastic noise (the row's own noise plus that of the estimate,
     ``v_i`` its weights on the other rows), so ``sigma^2 = sum_i sw_i r_i^2 /
-    sum_i sw_i (1 + sum_j v_ij^2)``.
+    sum_i sw_i (1 + sum_j v_ij^2)``. The intervals calibrate on the rows in
+    ``heldout`` (rows the projection was not fitted to) where ``rows`` holds
+    any, else on all of ``rows`` with positive weight.
     """
     Y = predictor.Y
     xp, dev = namespace_of(Y)
@@ -40,6 +45,13 @@ def combine_heads(predictor, residuals, sw, head_weights, *, rows, duplicate_wei
     spread = to_numpy(predictor.loo_spread(idx)).astype(np.float64)
     sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
     predictor.noise_std = xp.asarray(np.sqrt(sigma2) * s, dtype=Y.dtype, device=dev)
+    positive = np.flatnonzero(sw > 0)
+    kept = xp.asarray(positive, device=dev)
+    predictor.calibration = Calibration(
+        rows_np[positive],
+        xp.take(Y_rows, kept, axis=0) - xp.take(loo, kept, axis=0),
+        calibration_rows(rows_np[positive], heldout),
+    )
     return _on_all_rows(loo, rows_np, Y), rho
 
 
@@ -76,3 +88,26 @@ def _on_all_rows(values, rows_np, Y):
     mask = xp.asarray(mask_np, device=dev)
     nan = xp.full(Y.shape, float("nan"), dtype=Y.dtype, device=dev)
     return fill_masked(mask, values, nan, xp=xp)
+
+
+def original_rows(rows, merged_group, duplicates):
+    """Training rows (sorted NumPy integers) of the fitted rows ``rows``:
+    each merged row stands for all the copies of its group."""
+    if rows is None or merged_group is None:
+        return rows
+    groups = to_numpy(merged_group)[rows]
+    return np.flatnonzero(np.isin(to_numpy(duplicates.train_group), groups))
+
+
+def sample_loo_rows(positive, heldout, size, *, rng):
+    """``size`` of the rows ``positive``, sorted: the rows held out
+    of the projection's fit first (their residuals are honest), then a random
+    fill."""
+    if heldout is None:
+        return np.sort(rng.choice(positive, size, replace=False))
+    first = heldout
+    if heldout.shape[0] > size:
+        first = rng.choice(heldout, size, replace=False)
+    rest = np.setdiff1d(positive, first)
+    fill = rng.choice(rest, size - first.shape[0], replace=False)
+    return np.sort(np.concatenate([first, fill]))

@@ -15,6 +15,7 @@ from nwensemble._backend import (
     to_numpy,
 )
 from nwensemble._duplicates import blend
+from nwensemble._intervals import predict_interval
 from nwensemble._kernels import get_kernel
 from nwensemble._nw_predict import (
     iter_head_attention,
@@ -75,6 +76,8 @@ class NWPredictor:
         The blend's weight.
     support_index : list of SupportIndex or None
         A radius-search index per head, for a compact kernel.
+    calibration : Calibration or None
+        The leave-one-out residuals ``predict_interval`` calibrates on.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class NWPredictor:
         self.duplicates = None
         self.duplicate_weight = 0.0
         self.support_index = None
+        self.calibration = None
         if self.kernel.compact:
             self.support_index = build_support_index(
                 self.Z, self.log_sw, n_heads=n_heads, kernel=self.kernel
@@ -133,6 +137,14 @@ class NWPredictor:
             spread = self._blended_spread(Q, spread, copies)
         Y_std = spread[:, None] * self.noise_std[None, :]
         return self.output(Y_hat), self.output(Y_std)
+
+    def predict_interval(self, X, *, alpha, method):
+        """The predictions and their ``1 - alpha`` conformal intervals, of
+        shape (m, 2) or, for several outputs, (m, t, 2); see ``_intervals``."""
+        Q = self.project(X)
+        Y_hat = self._blend_copies(self._predict_projected(Q), self._copies(X))
+        bounds = predict_interval(self, Q, Y_hat, alpha=alpha, method=method)
+        return self.output(Y_hat), self.output(bounds)
 
     def _predict_projected(self, Q):
         """NW prediction for projected queries ``Q``. Compact kernels with

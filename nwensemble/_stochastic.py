@@ -53,7 +53,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
     dev = device(Xs)
     n_params = p * k
     diversity = config.diversity
-    train, val = split_validation(
+    train, val, val_rows = split_validation(
         config, Xs, Ys, sw, n_params, rng=rng, xp=xp, force=True
     )
     Xt, Yt, swt = train
@@ -135,7 +135,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
         xp=xp,
     )
     W = to_numpy(W).astype(np.float64)
-    return SolverResult(W, epochs, n_steps, curve, at_max_iter)
+    return SolverResult(W, epochs, n_steps, curve, at_max_iter, val_rows)
 
 
 def _validation_subset(val, *, rng, xp):

@@ -1,0 +1,187 @@
+"""Conformal prediction intervals from the fit's leave-one-out residuals:
+jackknife+ with the projections held at the fitted ones, and its locally
+adaptive variant whose residuals are scaled by the model's own estimate of
+the local error."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+import warnings
+from numbers import Real
+
+import numpy as np
+
+from nwensemble._backend import namespace_of
+from nwensemble._nw_predict import (
+    iter_head_attention,
+    loo_head_predictions,
+    loo_spread,
+    nw_predict_with_spread,
+)
+
+METHODS = ("jackknife+", "adaptive")
+
+# A left-out row that held (nearly) all of a head's weight leaves nothing to
+# average: that head's leave-one-out estimate is then taken as its estimate.
+_ALL_WEIGHT = 1e-6
+
+
+class Calibration:
+    """The leave-one-out residuals that calibrate the intervals.
+
+    Parameters
+    ----------
+    rows : ndarray of int
+        Training rows with a leave-one-out residual (positive weight).
+    residuals : array of shape (len(rows), n_outputs)
+        ``y - loo_prediction`` of those rows, in the model's namespace.
+    calibration : ndarray of int
+        Positions in ``rows`` of the rows whose residuals set the interval's
+        quantile: those held out of the projection's fit when there are any
+        (their residuals owe nothing to the projection), else all.
+    """
+
+    def __init__(self, rows, residuals, calibration):
+        self.rows = rows
+        self.residuals = residuals
+        self.calibration = calibration
+
+
+def interval_alpha(confidence_level, method):
+    """``1 - confidence_level``, after checking both arguments."""
+    if not (
+        isinstance(confidence_level, Real)
+        and not isinstance(confidence_level, bool)
+        and 0 < confidence_level < 1
+    ):
+        raise ValueError(
+            "confidence_level must be a float in (0, 1) (for example 0.9); "
+            f"got {confidence_level!r}."
+        )
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    return 1.0 - float(confidence_level)
+
+
+def conformal_rank(n_calibration, alpha):
+    """``k = floor(alpha * (n + 1))``: the bounds are the k-th smallest and
+    largest of ``n`` candidate values (0 means unbounded)."""
+    return int(math.floor(alpha * (n_calibration + 1) + 1e-9))
+
+
+def predict_interval(predictor, Q, Y_hat, *, alpha, method):
+    """Lower and upper bounds (m, t, 2) of the queries ``Q`` (projected),
+    centred on their predictions ``Y_hat`` (m, t).
+
+    For each calibration row ``i`` with residual ``R_i`` and each query ``x``,
+    ``mu_{-i}(x)`` is the ensemble's estimate without row ``i`` (every head's
+    weights renormalised over the other rows; projections as fitted). The
+    bounds are the ``k``-th smallest of ``mu_{-i}(x) - s_i`` and the ``k``-th
+    largest of ``mu_{-i}(x) + s_i`` (jackknife+, Barber et al. 2021), with
+    ``s_i = |R_i|`` or, for ``'adaptive'``, ``|R_i| sigma(x) / sigma_{-i}(x_i)``
+    where ``sigma`` is the local error scale (see ``local_scale``). The shift
+    of the copies' blend (``Y_hat`` minus the heads' estimate) moves both
+    bounds.
+    """
+    xp, dev = namespace_of(predictor.Z)
+    cal = predictor.calibration
+    pos = xp.asarray(cal.calibration, device=dev)
+    cal_rows = xp.asarray(cal.rows[cal.calibration], device=dev)
+    R = xp.abs(xp.take(cal.residuals, pos, axis=0))  # (c, t)
+    n_cal = R.shape[0]
+    k = conformal_rank(n_cal, alpha)
+    if k < 1:
+        warnings.warn(
+            f"{n_cal} calibration rows cannot bound a "
+            f"{1 - alpha:g} interval (that needs at least "
+            f"{math.ceil(1 / alpha) - 1}); the bounds are infinite.",
+            UserWarning,
+        )
+        inf = xp.full(Y_hat.shape, float("inf"), dtype=Y_hat.dtype, device=dev)
+        return xp.stack([-inf, inf], axis=-1)
+    scale_q = None
+    if method == "adaptive":
+        scale_q, scale_cal = local_scale(predictor, Q)
+        R = R / xp.take(scale_cal, pos, axis=0)
+    Y_cal = xp.take(predictor.Y, cal_rows, axis=0)
+    alpha_h = predictor.head_weights
+    lower, upper = [], []
+    mu = None
+    M = None
+    for rows, h, E, num, _ in iter_head_attention(
+        Q, *predictor._keys(), **predictor._how()
+    ):
+        s = num[:, -1:]
+        est = num[:, :-1] / s  # (b, t)
+        w = xp.take(E, cal_rows, axis=1) / s  # (b, c)
+        keep = 1.0 - w
+        safe = keep > _ALL_WEIGHT
+        denom = xp.where(safe, keep, xp.ones_like(keep))
+        left_out = (est[:, None, :] - w[:, :, None] * Y_cal[None, :, :]) / denom[
+            :, :, None
+        ]
+        left_out = xp.where(safe[:, :, None], left_out, est[:, None, :])
+        part_mu, part_M = alpha_h[h] * est, alpha_h[h] * left_out
+        mu = part_mu if h == 0 else mu + part_mu
+        M = part_M if h == 0 else M + part_M
+        if h == predictor.n_heads - 1:
+            spread = R[None, :, :]
+            if scale_q is not None:
+                spread = spread * scale_q[rows, :][:, None, :]
+            shift = Y_hat[rows, :] - mu
+            low = xp.sort(M - spread, axis=1)[:, k - 1, :]
+            high = xp.sort(M + spread, axis=1)[:, n_cal - k, :]
+            lower.append(low + shift)
+            upper.append(high + shift)
+    lower = lower[0] if len(lower) == 1 else xp.concat(lower, axis=0)
+    upper = upper[0] if len(upper) == 1 else xp.concat(upper, axis=0)
+    return xp.stack([lower, upper], axis=-1)
+
+
+def local_scale(predictor, Q):
+    """The local error scale ``sigma`` of the queries ``Q`` (m, t) and of the
+    residual rows, each of those left out of its own scale (r, t).
+
+    ``sigma^2(x)`` is the NW mean of the squared leave-one-out residuals
+    under the model's attention (heads and weights as fitted, keys the rows
+    with residuals), shrunk toward their overall mean as if that mean were
+    one more neighbour: ``(n_eff m(x) + m_all) / (n_eff + 1)`` with ``n_eff =
+    1 / sum_i v_i(x)^2`` the attention's effective number of rows. The
+    shrinkage keeps the scale away from zero where a few neighbours happen
+    to fit well.
+    """
+    xp, dev = namespace_of(predictor.Z)
+    cal = predictor.calibration
+    rows = xp.asarray(cal.rows, device=dev)
+    R2 = cal.residuals * cal.residuals
+    Z = xp.take(predictor.Z, rows, axis=0)
+    log_sw = xp.take(predictor.log_sw, rows, axis=0)
+    how = predictor._how()
+    m_all = xp.mean(R2, axis=0)
+    local_q, spread = nw_predict_with_spread(
+        Q, Z, R2, log_sw, head_weights=predictor.head_weights, **how
+    )
+    scale_q = _shrunk(local_q, 1.0 / (spread * spread), m_all, xp=xp)
+    every = xp.arange(Z.shape[0], device=dev)
+    heads = loo_head_predictions(Z, R2, log_sw, every, **how)
+    local_r = sum(a * heads[h, ...] for h, a in enumerate(predictor.head_weights))
+    sq = loo_spread(Z, R2, log_sw, every, head_weights=predictor.head_weights, **how)
+    scale_r = _shrunk(local_r, 1.0 / sq, m_all, xp=xp)
+    return scale_q, scale_r
+
+
+def _shrunk(local, n_eff, overall, *, xp):
+    """``sqrt((n_eff * local + overall) / (n_eff + 1))``, per output."""
+    n_eff = n_eff[:, None]
+    return xp.sqrt((n_eff * local + overall[None, :]) / (n_eff + 1.0))
+
+
+def calibration_rows(rows, heldout):
+    """Positions in ``rows`` (training rows with residuals) of the rows that
+    calibrate: those in ``heldout`` when any are, else all."""
+    if heldout is not None:
+        inside = np.flatnonzero(np.isin(rows, heldout))
+        if inside.shape[0] > 0:
+            return inside
+    return np.arange(rows.shape[0])
