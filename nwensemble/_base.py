@@ -473,7 +473,7 @@ class BaseNWRegressor(
         Returns
         -------
         y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
-            The predictions, as :meth:`predict` gives them.
+            The predictions: those of :meth:`predict`, up to rounding.
         y_pis : array of shape (n_samples, 2) or (n_samples, n_outputs, 2)
             Lower and upper bounds (infinite, with a warning, when too few
             rows calibrate for ``confidence_level``).

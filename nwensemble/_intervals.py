@@ -15,8 +15,8 @@ import numpy as np
 from nwensemble._backend import namespace_of
 from nwensemble._nw_predict import (
     iter_head_attention,
-    loo_head_predictions,
-    loo_spread,
+    loo_predict_with_squared_spread,
+    nw_predict,
     nw_predict_with_spread,
 )
 
@@ -67,12 +67,14 @@ def interval_alpha(confidence_level, method):
 def conformal_rank(n_calibration, alpha):
     """``k = floor(alpha * (n + 1))``: the bounds are the k-th smallest and
     largest of ``n`` candidate values (0 means unbounded)."""
+    # The guard keeps an exact product such as 0.1 * 10, computed as
+    # 0.9999999999999999, from losing a rank.
     return int(math.floor(alpha * (n_calibration + 1) + 1e-9))
 
 
-def predict_interval(predictor, Q, Y_hat, *, alpha, method):
-    """Lower and upper bounds (m, t, 2) of the queries ``Q`` (projected),
-    centred on their predictions ``Y_hat`` (m, t).
+def predict_interval(predictor, Q, *, alpha, method):
+    """The heads' estimates ``mu`` (m, t) of the projected queries ``Q`` and
+    the offsets (m, t, 2) of the lower and upper bounds from them.
 
     For each calibration row ``i`` with residual ``R_i`` and each query ``x``,
     ``mu_{-i}(x)`` is the ensemble's estimate without row ``i`` (every head's
@@ -80,9 +82,9 @@ def predict_interval(predictor, Q, Y_hat, *, alpha, method):
     bounds are the ``k``-th smallest of ``mu_{-i}(x) - s_i`` and the ``k``-th
     largest of ``mu_{-i}(x) + s_i`` (jackknife+, Barber et al. 2021), with
     ``s_i = |R_i|`` or, for ``'adaptive'``, ``|R_i| sigma(x) / sigma_{-i}(x_i)``
-    where ``sigma`` is the local error scale (see ``local_scale``). The shift
-    of the copies' blend (``Y_hat`` minus the heads' estimate) moves both
-    bounds.
+    where ``sigma`` is the local error scale (see ``local_scale``). The
+    estimates come from the same attention blocks, so that the bounds cost
+    one pass over the training rows, not two.
     """
     xp, dev = namespace_of(predictor.Z)
     cal = predictor.calibration
@@ -98,15 +100,16 @@ def predict_interval(predictor, Q, Y_hat, *, alpha, method):
             f"{math.ceil(1 / alpha) - 1}); the bounds are infinite.",
             UserWarning,
         )
-        inf = xp.full(Y_hat.shape, float("inf"), dtype=Y_hat.dtype, device=dev)
-        return xp.stack([-inf, inf], axis=-1)
+        mu = nw_predict(Q, *predictor._keys(), **_combined(predictor))
+        inf = xp.full(mu.shape, float("inf"), dtype=mu.dtype, device=dev)
+        return mu, xp.stack([-inf, inf], axis=-1)
     scale_q = None
     if method == "adaptive":
-        scale_q, scale_cal = local_scale(predictor, Q)
-        R = R / xp.take(scale_cal, pos, axis=0)
+        scale_q, scale_cal = local_scale(predictor, Q, pos)
+        R = R / scale_cal
     Y_cal = xp.take(predictor.Y, cal_rows, axis=0)
     alpha_h = predictor.head_weights
-    lower, upper = [], []
+    estimates, lower, upper = [], [], []
     mu = None
     M = None
     for rows, h, E, num, _ in iter_head_attention(
@@ -129,19 +132,17 @@ def predict_interval(predictor, Q, Y_hat, *, alpha, method):
             spread = R[None, :, :]
             if scale_q is not None:
                 spread = spread * scale_q[rows, :][:, None, :]
-            shift = Y_hat[rows, :] - mu
-            low = xp.sort(M - spread, axis=1)[:, k - 1, :]
-            high = xp.sort(M + spread, axis=1)[:, n_cal - k, :]
-            lower.append(low + shift)
-            upper.append(high + shift)
-    lower = lower[0] if len(lower) == 1 else xp.concat(lower, axis=0)
-    upper = upper[0] if len(upper) == 1 else xp.concat(upper, axis=0)
-    return xp.stack([lower, upper], axis=-1)
+            estimates.append(mu)
+            lower.append(xp.sort(M - spread, axis=1)[:, k - 1, :] - mu)
+            upper.append(xp.sort(M + spread, axis=1)[:, n_cal - k, :] - mu)
+    offsets = [xp.concat(parts, axis=0) for parts in (lower, upper)]
+    return xp.concat(estimates, axis=0), xp.stack(offsets, axis=-1)
 
 
-def local_scale(predictor, Q):
+def local_scale(predictor, Q, positions):
     """The local error scale ``sigma`` of the queries ``Q`` (m, t) and of the
-    residual rows, each of those left out of its own scale (r, t).
+    residual rows at ``positions`` (an index into the calibration's rows),
+    each of those left out of its own scale (c, t).
 
     ``sigma^2(x)`` is the NW mean of the squared leave-one-out residuals
     under the model's attention (heads and weights as fitted, keys the rows
@@ -157,18 +158,17 @@ def local_scale(predictor, Q):
     R2 = cal.residuals * cal.residuals
     Z = xp.take(predictor.Z, rows, axis=0)
     log_sw = xp.take(predictor.log_sw, rows, axis=0)
-    how = predictor._how()
+    how = _combined(predictor)
     m_all = xp.mean(R2, axis=0)
-    local_q, spread = nw_predict_with_spread(
-        Q, Z, R2, log_sw, head_weights=predictor.head_weights, **how
-    )
+    local_q, spread = nw_predict_with_spread(Q, Z, R2, log_sw, **how)
     scale_q = _shrunk(local_q, 1.0 / (spread * spread), m_all, xp=xp)
-    every = xp.arange(Z.shape[0], device=dev)
-    heads = loo_head_predictions(Z, R2, log_sw, every, **how)
-    local_r = sum(a * heads[h, ...] for h, a in enumerate(predictor.head_weights))
-    sq = loo_spread(Z, R2, log_sw, every, head_weights=predictor.head_weights, **how)
-    scale_r = _shrunk(local_r, 1.0 / sq, m_all, xp=xp)
-    return scale_q, scale_r
+    local_r, sq = loo_predict_with_squared_spread(Z, R2, log_sw, positions, **how)
+    return scale_q, _shrunk(local_r, 1.0 / sq, m_all, xp=xp)
+
+
+def _combined(predictor):
+    """Keywords of an attention pass that combines the heads as fitted."""
+    return dict(predictor._how(), head_weights=predictor.head_weights)
 
 
 def _shrunk(local, n_eff, overall, *, xp):

@@ -297,6 +297,23 @@ def loo_head_predictions(
 
 def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights, kernel="softmax"):
     """``sum_j v_ij^2`` of the ensemble's leave-one-out weights for ``rows``."""
+    return loo_predict_with_squared_spread(
+        Z,
+        Y,
+        log_sw,
+        rows,
+        xp=xp,
+        n_heads=n_heads,
+        head_weights=head_weights,
+        kernel=kernel,
+    )[1]
+
+
+def loo_predict_with_squared_spread(
+    Z, Y, log_sw, rows, *, xp, n_heads, head_weights, kernel="softmax"
+):
+    """The ensemble's leave-one-out estimates for training rows ``rows`` and
+    ``sum_j v_ij^2`` of their weights, in one pass: ``(Y_hat (m, t), (m,))``."""
     return _predict_and_squared_spread(
         None,
         Z,
@@ -307,7 +324,7 @@ def loo_spread(Z, Y, log_sw, rows, *, xp, n_heads, head_weights, kernel="softmax
         head_weights=head_weights,
         loo_rows=rows,
         kernel=kernel,
-    )[1]
+    )
 
 
 def _head_weights_or_uniform(head_weights, n_heads):

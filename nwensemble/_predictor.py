@@ -141,10 +141,12 @@ class NWPredictor:
     def predict_interval(self, X, *, alpha, method):
         """The predictions and their ``1 - alpha`` conformal intervals, of
         shape (m, 2) or, for several outputs, (m, t, 2); see ``_intervals``."""
-        Q = self.project(X)
-        Y_hat = self._blend_copies(self._predict_projected(Q), self._copies(X))
-        bounds = predict_interval(self, Q, Y_hat, alpha=alpha, method=method)
-        return self.output(Y_hat), self.output(bounds)
+        mu, offsets = predict_interval(
+            self, self.project(X), alpha=alpha, method=method
+        )
+        # The copies' blend moves the prediction and both bounds with it.
+        Y_hat = self._blend_copies(mu, self._copies(X))
+        return self.output(Y_hat), self.output(Y_hat[..., None] + offsets)
 
     def _predict_projected(self, Q):
         """NW prediction for projected queries ``Q``. Compact kernels with
