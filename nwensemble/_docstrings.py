@@ -46,7 +46,10 @@ solver : {'auto', 'lbfgs', 'adam'}, default='auto'
     ``'adam'``: Adam on minibatches of ``batch_size`` rows that attend to
     each other (time linear in n per epoch; ``max_iter`` counts epochs),
     early-stopped on held-out rows, whose error against all training rows
-    also sets a final factor on the bandwidth. ``'auto'``: ``'adam'``
+    also sets a final factor on the bandwidth (with
+    ``early_stopping=False`` the rows are still held out for that factor,
+    but the epochs are not scored on them: the fit stops when the training
+    loss stops improving and keeps the last epoch). ``'auto'``: ``'adam'``
     above 10 000 rows for one head, above 4096 for several (where it
     reaches L-BFGS's accuracy sooner).
 

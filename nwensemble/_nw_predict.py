@@ -5,6 +5,8 @@ rows, in blocks or cache-sized tiles of bounded memory."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import numpy as np
+
 from nwensemble._attention import (
     attend,
     chunk_rows,
@@ -126,15 +128,27 @@ _THREADED_SCORES = 1 << 22
 
 
 def _tiled_softmax_estimates(Q, Z, Y, log_sw, *, xp, alpha):
-    """The softmax ensemble's estimates, tile by tile, heads and query blocks
-    spread over threads where the arrays live on the host."""
-    n_heads = len(alpha)
+    """The softmax ensemble's estimates, tile by tile (see ``_tiled_softmax_heads``)."""
+    heads = _tiled_softmax_heads(Q, Z, Y, log_sw, xp=xp, n_heads=len(alpha))
+    est = float(alpha[0]) * heads[0]
+    for a, head in zip(alpha[1:], heads[1:]):
+        est = est + float(a) * head
+    return est
+
+
+def _tiled_softmax_heads(Q, Z, Y, log_sw, *, xp, n_heads, exclude=None):
+    """Every softmax head's estimates (a list of (m, t) arrays), tile by tile,
+    heads and query blocks spread over threads where the arrays live on the
+    host. With ``exclude`` (a NumPy integer array, one key index per query),
+    query ``r`` gives key ``exclude[r]`` no weight (leave-one-out)."""
     m, n, t = Q.shape[0], Z.shape[0], Y.shape[1]
     d = Z.shape[1] // n_heads
     dev = device(Z)
+    if m == 0:
+        return [xp.zeros((0, t), dtype=Y.dtype, device=dev)] * n_heads
     Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
     # Queries whose squared norm could overflow take attend's stable path.
-    far = m > 0 and float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
+    far = float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
     queries, keys, biases = [], [], []
     for h in range(n_heads):
         Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
@@ -149,10 +163,12 @@ def _tiled_softmax_estimates(Q, Z, Y, log_sw, *, xp, alpha):
         keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
     floor_sum = underflow_row_sum(Q.dtype, xp=xp)
     clamp = logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None
+    zero = xp.asarray(0.0, dtype=Q.dtype, device=dev)
 
     def head_block(task):
         h, r0 = task
         r1 = min(r0 + _QUERY_TILE, m)
+        left_out = None if exclude is None else exclude[r0:r1]
         num = None
         if not far:
             q = queries[h][r0:r1, :]
@@ -164,30 +180,35 @@ def _tiled_softmax_estimates(Q, Z, Y, log_sw, *, xp, alpha):
                 if clamp is not None:  # see _exp_logits: float64 exp and subnormals
                     A = maximum_inplace(A, clamp, xp=xp)
                 A = exp_inplace(A, xp=xp)
+                if left_out is not None:
+                    inside = (left_out >= c0) & (left_out < c1)
+                    if inside.any():
+                        cols = xp.arange(c0, c1, device=dev)
+                        own = xp.asarray(np.where(inside, left_out, -1), device=dev)
+                        A = xp.where(cols[None, :] == own[:, None], zero, A)
                 part = A @ Y_aug[c0:c1, :]
                 num = part if num is None else num + part
         if num is None or float(xp.min(num[:, -1])) < floor_sum:
             # Some query is far from every key: attend's stable path.
             cols = slice(h * d, (h + 1) * d)
+            skip = None if left_out is None else xp.asarray(left_out, device=dev)
             _, num = attend(
-                Q[r0:r1, cols], Z[:, cols], biases[h], Y_aug, xp=xp, exact_zeros=False
+                Q[r0:r1, cols],
+                Z[:, cols],
+                biases[h],
+                Y_aug,
+                xp=xp,
+                exclude=skip,
+                exact_zeros=False,
             )
-        return float(alpha[h]) * (num[:, :t] / num[:, t:])
+        return num[:, :t] / num[:, t:]
 
     tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
     # Threads (and the BLAS limit around them) cost about a millisecond to
     # set up: worth it only for large products.
     big = m * n * n_heads >= _THREADED_SCORES
     parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
-    blocks = []
-    for i in range(0, len(parts), n_heads):
-        est = parts[i]
-        for extra in parts[i + 1 : i + n_heads]:
-            est = est + extra
-        blocks.append(est)
-    if not blocks:
-        return xp.zeros((0, t), dtype=Y.dtype, device=dev)
-    return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+    return [_concat(parts[h::n_heads], xp=xp) for h in range(n_heads)]
 
 
 def nw_predict_with_spread(
@@ -218,6 +239,22 @@ def _predict_and_squared_spread(
 ):
     """Ensemble estimates and ``sum_i v_i^2``, in one pass over the blocks."""
     alpha = _head_weights_or_uniform(head_weights, n_heads)
+    if get_kernel(kernel).tiles_on_host and eager_host(xp):
+        exclude = None
+        if loo_rows is not None:
+            exclude = np.asarray(loo_rows)
+            Q = xp.take(Z, loo_rows, axis=0)
+        return _tiled_softmax_spread(
+            Q, Z, Y, log_sw, xp=xp, alpha=alpha, exclude=exclude
+        )
+    return _blocked_squared_spread(
+        Q, Z, Y, log_sw, xp=xp, alpha=alpha, loo_rows=loo_rows, kernel=kernel
+    )
+
+
+def _blocked_squared_spread(Q, Z, Y, log_sw, *, xp, alpha, loo_rows, kernel):
+    """``_predict_and_squared_spread`` in blocks of ``iter_head_attention``."""
+    n_heads = len(alpha)
     preds, sq = [], []
     V = None
     for _, h, E, num, _ in iter_head_attention(
@@ -247,6 +284,109 @@ def _predict_and_squared_spread(
     return xp.concat(preds, axis=0), xp.concat(sq, axis=0)
 
 
+def _tiled_softmax_spread(Q, Z, Y, log_sw, *, xp, alpha, exclude=None):
+    """``_predict_and_squared_spread`` for softmax heads on the host, tile by
+    tile on threads (see ``_tiled_softmax_heads``).
+
+    ``sum_i v_i^2`` with ``v = sum_h alpha_h E_h / s_h`` is
+    ``sum_hg alpha_h alpha_g (E_h . E_g) / (s_h s_g)``: the products of the
+    heads' unnormalised attention rows accumulate tile by tile beside their
+    sums ``s_h``, so one pass suffices. A block whose sums are too small for
+    those products to stay normal (a query far from its keys) is computed by
+    ``_blocked_squared_spread``, which normalises first.
+    """
+    n_heads = len(alpha)
+    m, n, t = Q.shape[0], Z.shape[0], Y.shape[1]
+    d = Z.shape[1] // n_heads
+    dev = device(Z)
+    loo = None if exclude is None else xp.asarray(exclude, device=dev)
+
+    def blocked(rows):
+        """The rows ``rows`` of the result, by ``_blocked_squared_spread``."""
+        return _blocked_squared_spread(
+            Q[rows, :] if loo is None else None,
+            Z,
+            Y,
+            log_sw,
+            xp=xp,
+            alpha=alpha,
+            loo_rows=None if loo is None else loo[rows],
+            kernel="softmax",
+        )
+
+    # Queries whose squared norm could overflow take the blocks' stable path.
+    if m == 0 or float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp):
+        return blocked(slice(0, m))
+    Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
+    queries, keys = [], []
+    for h in range(n_heads):
+        Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
+        norms = -0.5 * xp.sum(Qh * Qh, axis=1, keepdims=True)
+        queries.append(
+            xp.concat([Qh, xp.ones((m, 1), dtype=Q.dtype, device=dev), norms], axis=1)
+        )
+        bias = key_bias(Zh, log_sw, xp=xp)
+        k_ones = xp.ones((n, 1), dtype=Z.dtype, device=dev)
+        keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
+    # Sums above this keep the products of attention rows normal.
+    floor_sum = float(xp.finfo(Q.dtype).smallest_normal) ** 0.25
+    clamp = logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None
+    zero = xp.asarray(0.0, dtype=Q.dtype, device=dev)
+
+    def query_block(r0):
+        r1 = min(r0 + _QUERY_TILE, m)
+        left_out = None if exclude is None else exclude[r0:r1]
+        nums = [None] * n_heads
+        G = {}
+        for c0 in range(0, n, _KEY_TILE):
+            c1 = min(c0 + _KEY_TILE, n)
+            own = None
+            if left_out is not None:
+                inside = (left_out >= c0) & (left_out < c1)
+                if inside.any():
+                    cols = xp.arange(c0, c1, device=dev)
+                    own = (
+                        cols[None, :]
+                        == xp.asarray(np.where(inside, left_out, -1), device=dev)[
+                            :, None
+                        ]
+                    )
+            tiles = []
+            for h in range(n_heads):
+                A = queries[h][r0:r1, :] @ keys[h][:, c0:c1]
+                if clamp is not None:
+                    A = maximum_inplace(A, clamp, xp=xp)
+                A = exp_inplace(A, xp=xp)
+                if own is not None:
+                    A = xp.where(own, zero, A)
+                part = A @ Y_aug[c0:c1, :]
+                nums[h] = part if nums[h] is None else nums[h] + part
+                for g, B in enumerate(tiles):
+                    G[g, h] = G.get((g, h), 0.0) + xp.sum(A * B, axis=1)
+                G[h, h] = G.get((h, h), 0.0) + xp.sum(A * A, axis=1)
+                tiles.append(A)
+        sums = [num[:, t] for num in nums]
+        if min(float(xp.min(s)) for s in sums) < floor_sum:
+            return blocked(slice(r0, r1))
+        c = [float(a) / s for a, s in zip(alpha, sums)]
+        est = c[0][:, None] * nums[0][:, :t]
+        for h in range(1, n_heads):
+            est = est + c[h][:, None] * nums[h][:, :t]
+        sq = 0.0
+        for (g, h), gram in G.items():
+            sq = sq + (1.0 if g == h else 2.0) * c[g] * c[h] * gram
+        return est, sq
+
+    big = m * n * n_heads >= _THREADED_SCORES
+    blocks = map_on_host_threads(
+        query_block, range(0, m, _QUERY_TILE), xp=xp, threads=big
+    )
+    return (
+        _concat([b[0] for b in blocks], xp=xp),
+        _concat([b[1] for b in blocks], xp=xp),
+    )
+
+
 def nw_head_predictions(
     Q, Z, Y, log_sw, *, xp, n_heads, loo_rows=None, kernel="softmax", fallback=False
 ):
@@ -256,6 +396,20 @@ def nw_head_predictions(
     With ``fallback``, also return the boolean (n_heads, m) array of queries
     whose compact support was empty (see ``attend_compact``).
     """
+    if get_kernel(kernel).tiles_on_host and eager_host(xp):
+        exclude = None
+        if loo_rows is not None:
+            exclude = np.asarray(loo_rows)
+            Q = xp.take(Z, loo_rows, axis=0)
+        preds = xp.stack(
+            _tiled_softmax_heads(
+                Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, exclude=exclude
+            ),
+            axis=0,
+        )
+        if not fallback:
+            return preds
+        return preds, xp.zeros(preds.shape[:2], dtype=xp.bool, device=device(preds))
     heads = [[] for _ in range(n_heads)]
     empty = [[] for _ in range(n_heads)]
     for _, h, _, num, fell in iter_head_attention(

@@ -9,6 +9,7 @@ from nwensemble._attention import log_weights
 from nwensemble._nw_predict import (
     heldout_loss,
     loo_head_predictions,
+    loo_predict_with_squared_spread,
     loo_spread,
     nw_head_predictions,
     nw_predict,
@@ -107,6 +108,42 @@ def test_loo_head_predictions_and_spread():
             assert_allclose(heads[h, i], w @ Y[keep], rtol=1e-10)
             v += alpha[h] * w
         assert_allclose(spread[i], np.sum(v**2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 2e-5)])
+def test_tiled_threaded_loo_equals_explicit_weights(monkeypatch, dtype, rtol):
+    """Leave-one-out head estimates of a subset of training rows, in small
+    tiles on threads: each row's own key lies in some tile and gets no
+    weight; a row far from every other (whose fast-path sum underflows once
+    its own weight is gone) takes the stable path, still leaving itself out.
+    The same for the ensemble's estimates and the squared norm of its
+    weights, which sum products of the heads' attention rows tile by tile."""
+    import nwensemble._nw_predict as nw_predict_module
+
+    monkeypatch.setattr(nw_predict_module, "_QUERY_TILE", 4)
+    monkeypatch.setattr(nw_predict_module, "_KEY_TILE", 7)
+    monkeypatch.setattr(nw_predict_module, "_THREADED_SCORES", 1)
+    _, Z, Y, sw, _ = _heads_problem(n_heads=2)
+    Z = Z.copy()
+    Z[11] += 40.0
+    rows = np.array([20, 3, 11, 4, 0, 17, 8, 24, 12, 5, 16])
+    args = (Z.astype(dtype), Y.astype(dtype), log_weights(sw.astype(dtype), xp=np))
+    heads = loo_head_predictions(*args, rows, xp=np, n_heads=2)
+    alpha = [0.3, 0.7]
+    pred, spread = loo_predict_with_squared_spread(
+        *args, rows, xp=np, n_heads=2, head_weights=alpha
+    )
+    assert heads.dtype == pred.dtype == spread.dtype == dtype
+    for r, i in enumerate(rows):
+        keep = np.arange(Z.shape[0]) != i
+        v = 0.0
+        for h in range(2):
+            cols = slice(2 * h, 2 * h + 2)
+            w = _softmax_weights(Z[i : i + 1, cols], Z[keep, cols], sw[keep])[0]
+            assert_allclose(heads[h, r], w @ Y[keep], rtol=rtol, atol=rtol)
+            v = v + alpha[h] * w
+        assert_allclose(pred[r], v @ Y[keep], rtol=rtol, atol=rtol)
+        assert_allclose(spread[r], np.sum(v**2), rtol=rtol)
 
 
 def test_heldout_loss_uses_only_keys():

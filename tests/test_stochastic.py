@@ -1,5 +1,7 @@
 """The minibatch Adam solver: it learns, stops early, runs in every namespace."""
 
+import re
+
 import numpy as np
 import pytest
 from helpers import friedman_split, rmse
@@ -128,3 +130,58 @@ def test_adam_steps_read_nothing_back(count_read_backs, kernel, Estimator, param
     (few, few_steps), (many, many_steps) = read_backs[200], read_backs[50]
     assert many_steps >= 3 * few_steps  # the steps differ ...
     assert many == few  # ... the read-backs do not
+
+
+def test_verbose_reports_epochs_with_time_left(data, capsys):
+    X, y, _, _ = data
+    with pytest.warns(ConvergenceWarning):
+        NWAttentionRegressor(solver="adam", max_iter=3, verbose=1).fit(X, y)
+    epochs = [
+        line for line in capsys.readouterr().out.splitlines() if "] epoch " in line
+    ]
+    assert [line.split()[2] for line in epochs] == ["1/3", "2/3", "3/3"]
+    assert all(re.search(r"elapsed=\S+s  left<=\d+s$", line) for line in epochs)
+    assert epochs[-1].endswith("left<=0s")
+
+
+def test_scale_search_finds_the_grid_minimum(monkeypatch):
+    """The halving search over the factor on W's scale picks the quarter
+    power of two with the least held-out loss, here set to a known one."""
+    from nwensemble import _stochastic
+
+    for best in (-1.0, -0.75, 0.25, 1.5, 2.75, 3.0):
+        seen = []
+
+        def loss(W, *args, best=best, seen=seen, **kwargs):
+            e = float(np.log2(W[0, 0]))
+            seen.append(e)
+            return (e - best) ** 2
+
+        monkeypatch.setattr(_stochastic, "heldout_loss", loss)
+        W = _stochastic._calibrate_scale(
+            np.ones((2, 2)), (), (), n_heads=1, kernel="softmax", xp=np
+        )
+        assert W[0, 0] == 2.0**best
+        assert len(set(seen)) <= 9
+
+
+def test_adam_without_early_stopping_runs_every_epoch(data):
+    """early_stopping=False: the epochs are not scored on held-out rows and
+    the fit keeps the last epoch's projection (up to the final factor on its
+    scale), not the best scored one."""
+    X, y, _, _ = data
+    kept = []
+    with pytest.warns(ConvergenceWarning):
+        model = NWAttentionRegressor(
+            solver="adam",
+            early_stopping=False,
+            max_iter=4,
+            n_iter_no_change=4,
+            callback=lambda components, epoch: kept.append(components),
+            random_state=0,
+        ).fit(X, y)
+    assert model.n_iter_ == 4
+    # The fitted components are the last epoch's, up to the scale factor.
+    last = kept[-1] / np.linalg.norm(kept[-1])
+    fitted = model.components_ / np.linalg.norm(model.components_)
+    assert_allclose(np.abs(np.sum(last * fitted)), 1.0, rtol=1e-6)
