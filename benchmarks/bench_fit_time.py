@@ -38,8 +38,6 @@ Run: ``python benchmarks/bench_fit_time.py [--sections sets features ...]
 import argparse
 import multiprocessing
 import os
-import platform
-import subprocess
 import sys
 import time
 import warnings
@@ -58,6 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
+from _common import cpu_line  # noqa: E402
 from tabular import load_sets  # noqa: E402
 
 from nwensemble import (  # noqa: E402
@@ -72,21 +71,6 @@ MODELS = {
     "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
     "HeadAllocator": lambda: HeadAllocator(MultiHeadNWRegressor(random_state=0)),
 }
-
-
-def cpu_line():
-    """The CPU's model name and its widest vector extension."""
-    name = platform.processor() or "unknown CPU"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                name = line.split(":", 1)[1].strip()
-        flags = out.split("Flags:", 1)[-1]
-        vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
-    except OSError:
-        vector = ""
-    return f"CPU: {name}, {os.cpu_count()} cores {vector}".rstrip()
 
 
 def rmse(model, X, y):

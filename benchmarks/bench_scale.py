@@ -35,21 +35,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from _common import benchmark_parser
+from _common import benchmark_parser, cpu_line
 
 FEATURES = 16
 TEST_ROWS = 2000
-
-
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "unknown (no lscpu)"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    flags = fields.get("Flags", "")
-    simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "?"
-    return f"{fields.get('Model name', '?').strip()}, {os.cpu_count()} cores, {simd}"
 
 
 def resident_mib():
@@ -166,7 +155,7 @@ def main():
         repeats=3,
     )
     args = parser.parse_args()
-    print(f"CPU: {cpu_name()}")
+    print(cpu_line())
     print(
         f"fit: 4 heads x 4 dims, solver='adam', 3 epochs, float32, {FEATURES} features"
     )

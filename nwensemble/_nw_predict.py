@@ -127,6 +127,56 @@ _KEY_TILE = 512
 _THREADED_SCORES = 1 << 22
 
 
+def _tile_operands(Q, Z, log_sw, *, xp, n_heads, far):
+    """Per head, the key biases and, unless ``far``, the operands whose
+    product is the softmax logit: queries ``[q, 1, -|q|^2 / 2]`` and
+    transposed keys ``[z, bias, 1]``. Returns ``(queries, keys, biases)``
+    (``queries`` and ``keys`` None when ``far``: squaring would overflow)."""
+    m, n = Q.shape[0], Z.shape[0]
+    d = Z.shape[1] // n_heads
+    dev = device(Z)
+    queries, keys, biases = [], [], []
+    for h in range(n_heads):
+        Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
+        bias = key_bias(Zh, log_sw, xp=xp)
+        biases.append(bias)
+        if far:
+            continue
+        norms = -0.5 * xp.sum(Qh * Qh, axis=1, keepdims=True)
+        ones = xp.ones((m, 1), dtype=Q.dtype, device=dev)
+        queries.append(xp.concat([Qh, ones, norms], axis=1))
+        k_ones = xp.ones((n, 1), dtype=Z.dtype, device=dev)
+        keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
+    return (None, None, biases) if far else (queries, keys, biases)
+
+
+def _exp_tile(q, keys, c0, c1, *, left_out, clamp, xp, out=None):
+    """``exp`` of the logits of queries ``q`` on keys ``c0:c1`` (operands of
+    ``_tile_operands``), with the weight of query ``r`` on key
+    ``left_out[r]`` (a NumPy array, or None) set to zero."""
+    A = matmul_into(q, keys[:, c0:c1], out, xp=xp)
+    if clamp is not None:  # see _exp_logits: float64 exp and subnormals
+        A = maximum_inplace(A, clamp, xp=xp)
+    A = exp_inplace(A, xp=xp)
+    if left_out is not None:
+        inside = (left_out >= c0) & (left_out < c1)
+        if inside.any():
+            dev = device(A)
+            cols = xp.arange(c0, c1, device=dev)
+            own = xp.asarray(np.where(inside, left_out, -1), device=dev)
+            zero = xp.asarray(0.0, dtype=A.dtype, device=dev)
+            A = xp.where(cols[None, :] == own[:, None], zero, A)
+    return A
+
+
+def _loo_queries(Q, Z, loo_rows, *, xp):
+    """``(Q, exclude)``: with ``loo_rows``, the training rows themselves as
+    queries, each excluding its own key (a NumPy index array)."""
+    if loo_rows is None:
+        return Q, None
+    return xp.take(Z, loo_rows, axis=0), np.asarray(loo_rows)
+
+
 def _tiled_softmax_estimates(Q, Z, Y, log_sw, *, xp, alpha):
     """The softmax ensemble's estimates, tile by tile (see ``_tiled_softmax_heads``)."""
     heads = _tiled_softmax_heads(Q, Z, Y, log_sw, xp=xp, n_heads=len(alpha))
@@ -149,21 +199,11 @@ def _tiled_softmax_heads(Q, Z, Y, log_sw, *, xp, n_heads, exclude=None):
     Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
     # Queries whose squared norm could overflow take attend's stable path.
     far = float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
-    queries, keys, biases = [], [], []
-    for h in range(n_heads):
-        Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
-        bias = key_bias(Zh, log_sw, xp=xp)
-        biases.append(bias)
-        if far:
-            continue
-        norms = -0.5 * xp.sum(Qh * Qh, axis=1, keepdims=True)
-        ones = xp.ones((m, 1), dtype=Q.dtype, device=dev)
-        queries.append(xp.concat([Qh, ones, norms], axis=1))
-        k_ones = xp.ones((n, 1), dtype=Z.dtype, device=dev)
-        keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
+    queries, keys, biases = _tile_operands(
+        Q, Z, log_sw, xp=xp, n_heads=n_heads, far=far
+    )
     floor_sum = underflow_row_sum(Q.dtype, xp=xp)
     clamp = logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None
-    zero = xp.asarray(0.0, dtype=Q.dtype, device=dev)
 
     def head_block(task):
         h, r0 = task
@@ -176,16 +216,9 @@ def _tiled_softmax_heads(Q, Z, Y, log_sw, *, xp, n_heads, exclude=None):
             for c0 in range(0, n, _KEY_TILE):
                 c1 = min(c0 + _KEY_TILE, n)
                 out = None if buf is None else buf[:, : c1 - c0]
-                A = matmul_into(q, keys[h][:, c0:c1], out, xp=xp)
-                if clamp is not None:  # see _exp_logits: float64 exp and subnormals
-                    A = maximum_inplace(A, clamp, xp=xp)
-                A = exp_inplace(A, xp=xp)
-                if left_out is not None:
-                    inside = (left_out >= c0) & (left_out < c1)
-                    if inside.any():
-                        cols = xp.arange(c0, c1, device=dev)
-                        own = xp.asarray(np.where(inside, left_out, -1), device=dev)
-                        A = xp.where(cols[None, :] == own[:, None], zero, A)
+                A = _exp_tile(
+                    q, keys[h], c0, c1, left_out=left_out, clamp=clamp, xp=xp, out=out
+                )
                 part = A @ Y_aug[c0:c1, :]
                 num = part if num is None else num + part
         if num is None or float(xp.min(num[:, -1])) < floor_sum:
@@ -240,10 +273,7 @@ def _predict_and_squared_spread(
     """Ensemble estimates and ``sum_i v_i^2``, in one pass over the blocks."""
     alpha = _head_weights_or_uniform(head_weights, n_heads)
     if get_kernel(kernel).tiles_on_host and eager_host(xp):
-        exclude = None
-        if loo_rows is not None:
-            exclude = np.asarray(loo_rows)
-            Q = xp.take(Z, loo_rows, axis=0)
+        Q, exclude = _loo_queries(Q, Z, loo_rows, xp=xp)
         return _tiled_softmax_spread(
             Q, Z, Y, log_sw, xp=xp, alpha=alpha, exclude=exclude
         )
@@ -318,20 +348,10 @@ def _tiled_softmax_spread(Q, Z, Y, log_sw, *, xp, alpha, exclude=None):
     if m == 0 or float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp):
         return blocked(slice(0, m))
     Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
-    queries, keys = [], []
-    for h in range(n_heads):
-        Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
-        norms = -0.5 * xp.sum(Qh * Qh, axis=1, keepdims=True)
-        queries.append(
-            xp.concat([Qh, xp.ones((m, 1), dtype=Q.dtype, device=dev), norms], axis=1)
-        )
-        bias = key_bias(Zh, log_sw, xp=xp)
-        k_ones = xp.ones((n, 1), dtype=Z.dtype, device=dev)
-        keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
+    queries, keys, _ = _tile_operands(Q, Z, log_sw, xp=xp, n_heads=n_heads, far=False)
     # Sums above this keep the products of attention rows normal.
     floor_sum = float(xp.finfo(Q.dtype).smallest_normal) ** 0.25
     clamp = logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None
-    zero = xp.asarray(0.0, dtype=Q.dtype, device=dev)
 
     def query_block(r0):
         r1 = min(r0 + _QUERY_TILE, m)
@@ -340,31 +360,22 @@ def _tiled_softmax_spread(Q, Z, Y, log_sw, *, xp, alpha, exclude=None):
         G = {}
         for c0 in range(0, n, _KEY_TILE):
             c1 = min(c0 + _KEY_TILE, n)
-            own = None
-            if left_out is not None:
-                inside = (left_out >= c0) & (left_out < c1)
-                if inside.any():
-                    cols = xp.arange(c0, c1, device=dev)
-                    own = (
-                        cols[None, :]
-                        == xp.asarray(np.where(inside, left_out, -1), device=dev)[
-                            :, None
-                        ]
-                    )
             tiles = []
             for h in range(n_heads):
-                A = queries[h][r0:r1, :] @ keys[h][:, c0:c1]
-                if clamp is not None:
-                    A = maximum_inplace(A, clamp, xp=xp)
-                A = exp_inplace(A, xp=xp)
-                if own is not None:
-                    A = xp.where(own, zero, A)
+                A = _exp_tile(
+                    queries[h][r0:r1, :],
+                    keys[h],
+                    c0,
+                    c1,
+                    left_out=left_out,
+                    clamp=clamp,
+                    xp=xp,
+                )
                 part = A @ Y_aug[c0:c1, :]
                 nums[h] = part if nums[h] is None else nums[h] + part
-                for g, B in enumerate(tiles):
-                    G[g, h] = G.get((g, h), 0.0) + xp.sum(A * B, axis=1)
-                G[h, h] = G.get((h, h), 0.0) + xp.sum(A * A, axis=1)
                 tiles.append(A)
+                for g, B in enumerate(tiles):  # g <= h: each pair once
+                    G[g, h] = G.get((g, h), 0.0) + xp.sum(A * B, axis=1)
         sums = [num[:, t] for num in nums]
         if min(float(xp.min(s)) for s in sums) < floor_sum:
             return blocked(slice(r0, r1))
@@ -397,10 +408,7 @@ def nw_head_predictions(
     whose compact support was empty (see ``attend_compact``).
     """
     if get_kernel(kernel).tiles_on_host and eager_host(xp):
-        exclude = None
-        if loo_rows is not None:
-            exclude = np.asarray(loo_rows)
-            Q = xp.take(Z, loo_rows, axis=0)
+        Q, exclude = _loo_queries(Q, Z, loo_rows, xp=xp)
         preds = xp.stack(
             _tiled_softmax_heads(
                 Q, Z, Y, log_sw, xp=xp, n_heads=n_heads, exclude=exclude
