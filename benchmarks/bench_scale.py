@@ -1,8 +1,9 @@
 """Scale: fit and predict time and peak memory against n, up to a million rows.
 
-Three parts, each measurement in a fresh child process, whose peak resident
-memory (``ru_maxrss``) less its resident memory once the data exist is the
-memory the step added:
+Three parts, each measurement in a fresh child process. The memory a step
+added is the process's peak resident memory (``VmHWM``, reset just before
+the step) less its resident memory then, once the data (and for
+prediction the fitted model) exist:
 
 1. Fit: ``MultiHeadNWRegressor(n_heads=4, head_dim=4, solver='adam',
    max_iter=3, early_stopping=False)`` (early stopping cannot end it, so
@@ -28,7 +29,6 @@ Run: ``python benchmarks/bench_scale.py [--sizes 10000 100000 1000000]
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -41,15 +41,25 @@ FEATURES = 16
 TEST_ROWS = 2000
 
 
-def resident_mib():
-    """Current resident memory of this process (Linux)."""
-    with open("/proc/self/statm") as fh:
-        pages = int(fh.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+def status_mib(field):
+    """A memory figure of this process from /proc/self/status (Linux), MiB."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def start_peak():
+    """Reset the process's peak resident memory to its current size (Linux
+    since 4.0): what follows is measured alone, not the fit before it."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    return status_mib("VmRSS")
 
 
 def peak_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return status_mib("VmHWM")
 
 
 def friedman(n):
@@ -77,7 +87,7 @@ def scale_model(kernel="softmax"):
 
 def child_fit(n):
     X, y = friedman(n)
-    base = resident_mib()
+    base = start_peak()
     start = time.perf_counter()
     model = scale_model().fit(X[:n], y[:n])
     fit = time.perf_counter() - start
@@ -89,7 +99,7 @@ def child_compact(n):
     X, y = friedman(n)
     model = scale_model("epanechnikov").fit(X[:n], y[:n])
     queries = friedman(2 * n)[0][n : 2 * n]  # fresh rows of the same law
-    base = resident_mib()
+    base = start_peak()
     start = time.perf_counter()
     model.predict(queries)
     return {"predict": time.perf_counter() - start, "memory": peak_mib() - base}

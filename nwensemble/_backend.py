@@ -123,6 +123,15 @@ def takes_out(xp):
     ) or array_api_compat.is_cupy_namespace(xp)
 
 
+def row_major(a, *, xp):
+    """``a`` with its rows contiguous (a copy if needed) where the namespace
+    lays out memory (NumPy, CuPy); ``a`` itself elsewhere. A product reads
+    its operands fastest that way."""
+    if takes_out(xp):
+        return xp.ascontiguousarray(a)
+    return a
+
+
 def eager_host(xp):
     """Whether ``xp`` computes eagerly on the host (NumPy).
 

@@ -23,6 +23,7 @@ from nwensemble._backend import (
     map_on_host_threads,
     matmul_into,
     maximum_inplace,
+    row_major,
     workspace_buffer,
 )
 from nwensemble._kernels import get_kernel
@@ -146,7 +147,7 @@ def _tile_operands(Q, Z, log_sw, *, xp, n_heads, far):
         ones = xp.ones((m, 1), dtype=Q.dtype, device=dev)
         queries.append(xp.concat([Qh, ones, norms], axis=1))
         k_ones = xp.ones((n, 1), dtype=Z.dtype, device=dev)
-        keys.append(xp.concat([Zh, bias[:, None], k_ones], axis=1).T)
+        keys.append(row_major(xp.concat([Zh, bias[:, None], k_ones], axis=1).T, xp=xp))
     return (None, None, biases) if far else (queries, keys, biases)
 
 

@@ -49,7 +49,10 @@ class SupportIndex:
     def __init__(self, Z, key_weight, kernel):
         self.kernel = kernel
         self.n_keys = Z.shape[0]
-        self.rows = np.flatnonzero(key_weight > 0)
+        rows = np.flatnonzero(key_weight > 0)
+        # The tree keeps its points in the order given and reaches them
+        # through an index: in curve order, a leaf's points lie together.
+        self.rows = rows[locality_order(Z[rows])]
         self.weight = key_weight[self.rows]
         self.uniform = bool(np.all(self.weight == 1.0))
         self.tree = KDTree(Z[self.rows], leaf_size=_LEAF_SIZE)
@@ -59,18 +62,20 @@ class SupportIndex:
         and the boolean (m,) mask of queries whose support was empty: they
         get weight one on their nearest training row instead."""
         Q = np.asarray(Q, dtype=np.float64)
+        order = locality_order(Q)
+        found = _map_blocks(self.block_weights, Q.shape[0], Q[order])
+        if len(found) <= 1:
+            K, empty = found[0] if found else self.block_weights(Q)
+        else:
+            K = sparse.vstack([K for K, _ in found], format="csr")
+            empty = np.concatenate([empty for _, empty in found])
+        back = np.argsort(order)
+        return K[back], empty[back]
+
+    def block_weights(self, Q):
+        """``weights`` of one block of queries, on the calling thread."""
         m = Q.shape[0]
-        radius = self.kernel.radius
-        chunks = [
-            slice(s, min(s + _SEARCH_CHUNK, m)) for s in range(0, m, _SEARCH_CHUNK)
-        ]
-        n_jobs = min(_openmp_effective_n_threads(), max(len(chunks), 1))
-        found = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(self.tree.query_radius)(Q[c], radius, return_distance=True)
-            for c in chunks
-        )
-        ind = [a for part in found for a in part[0]]
-        dist = [a for part in found for a in part[1]]
+        ind, dist = self.tree.query_radius(Q, self.kernel.radius, return_distance=True)
         counts = np.fromiter((a.shape[0] for a in ind), dtype=np.int64, count=m)
         cols = np.concatenate(ind) if m else np.zeros(0, dtype=np.int64)
         dist = np.concatenate(dist) if m else np.zeros(0)
@@ -100,6 +105,44 @@ class SupportIndex:
 # Row sums below this count as an empty support: the dense path's float64
 # threshold (the sparse weights are computed in float64 whatever the input).
 _EMPTY_ROW_SUM = EMPTY_ROW_SUMS[0]
+
+
+def locality_order(P):
+    """An order of the points ``P`` (m, d) along a Z-order (Morton) curve on
+    a grid over their bounding box: points near in the order are near in
+    space, so that consecutive radius searches reach the same tree nodes
+    while they are in cache (cheap to compute and fair to any d; above 63
+    dimensions the first 63 set the order)."""
+    m, d = P.shape
+    dims = min(d, 63)
+    bits = min(16, 63 // max(dims, 1))
+    if m < 2 or dims == 0:
+        return np.arange(m)
+    P = P[:, :dims]
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = np.min(P, axis=0)
+        span = np.max(P, axis=0) - lo
+        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
+        cell = np.nan_to_num((P - lo) / span * (2**bits - 1))
+    cell = np.clip(cell, 0, 2**bits - 1).astype(np.uint64)
+    code = np.zeros(m, dtype=np.uint64)
+    one = np.uint64(1)
+    for b in range(bits):
+        for j in range(dims):
+            bit = (cell[:, j] >> np.uint64(b)) & one
+            code |= bit << np.uint64(b * dims + j)
+    return np.argsort(code, kind="stable")
+
+
+def _map_blocks(func, m, *arrays):
+    """``func`` on consecutive blocks of ``_SEARCH_CHUNK`` rows of ``arrays``,
+    on one thread per core (the tree and scipy's sparse products release the
+    GIL); the list of results in order, empty when ``m`` is 0."""
+    blocks = [slice(s, min(s + _SEARCH_CHUNK, m)) for s in range(0, m, _SEARCH_CHUNK)]
+    n_jobs = min(_openmp_effective_n_threads(), max(len(blocks), 1))
+    return Parallel(n_jobs=n_jobs, prefer="threads")(
+        delayed(func)(*(a[b] for a in arrays)) for b in blocks
+    )
 
 
 def build_support_index(Z, log_sw, *, n_heads, kernel):
@@ -145,7 +188,23 @@ def sparse_attention(Q, index, *, n_heads, head_weights, head=None, dtype):
 
 def sparse_predict(Q, index, Y, *, n_heads, head_weights):
     """The ensemble's estimates (m, t) as float64 NumPy, from the sparse
-    weights and ``Y`` (n, t)."""
-    heads, _ = sparse_head_weights(Q, index, n_heads=n_heads)
+    weights and ``Y`` (n, t), head by head and block by block of queries (in
+    the head's curve order): memory holds the weights of the blocks in
+    flight only, whatever the number of queries."""
+    Q = to_numpy(Q).astype(np.float64)
     Y = to_numpy(Y).astype(np.float64)
-    return sum(float(a) * (W @ Y) for a, W in zip(head_weights, heads))
+    d = Q.shape[1] // n_heads
+    est = np.zeros((Q.shape[0], Y.shape[1]))
+    for h, (head, a) in enumerate(zip(index, head_weights)):
+
+        def block(Qb, head=head, a=float(a)):
+            K, _ = head.block_weights(Qb)
+            sums = np.asarray(K.sum(axis=1)).ravel()
+            return (a / sums)[:, None] * (K @ Y)
+
+        Qh = Q[:, h * d : (h + 1) * d]
+        order = locality_order(Qh)
+        parts = _map_blocks(block, Q.shape[0], Qh[order])
+        if parts:
+            est[order] += np.concatenate(parts)
+    return est

@@ -12,6 +12,7 @@ from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._backend import (
     get_namespace,
     move_to,
+    row_major,
     same_namespace_or_raise,
     to_numpy,
 )
@@ -30,6 +31,18 @@ def test_dispatch_on_serves_the_input_namespace():
     with config_context(array_api_dispatch=True):
         xp, device = get_namespace(xps.asarray([1.0]))
     assert xp is xps and device == xps.Device("CPU_DEVICE")
+
+
+def test_row_major_lays_rows_out_contiguously_where_it_can():
+    import array_api_compat.numpy as xp_np
+
+    a = np.arange(12.0).reshape(3, 4).T
+    got = row_major(a, xp=xp_np)
+    assert got.flags.c_contiguous
+    assert_array_equal(got, a)
+    xps = pytest.importorskip("array_api_strict")
+    b = xps.asarray(a)
+    assert row_major(b, xp=xps) is b
 
 
 def test_move_to_crosses_namespaces_and_devices():

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 
 import nwensemble._predictor as predictor_module
@@ -29,7 +29,9 @@ def test_search_prediction_equals_dense(kernel, monkeypatch, friedman):
     assert_allclose(searched, dense, rtol=1e-12, atol=1e-12)
 
 
-def test_sparse_weights_equal_dense_weights(friedman):
+def test_sparse_weights_equal_dense_weights(friedman, monkeypatch):
+    # Several blocks of queries, searched in curve order and put back.
+    monkeypatch.setattr(radius_search, "_SEARCH_CHUNK", 8)
     X, y = friedman
     reg = MultiHeadNWRegressor(
         n_heads=3, head_dim=2, kernel="triweight", random_state=0, bvc_resamples=0
@@ -64,3 +66,21 @@ def test_top_k_stays_dense_for_compact_kernels(friedman):
     full = reg.attention_weights(X[:5]).toarray()
     assert_allclose(weights, np.sort(full, axis=1)[:, ::-1][:, :3], rtol=1e-12)
     assert_allclose(np.take_along_axis(full, rows, axis=1), weights)
+
+
+def test_locality_order_is_a_permutation_along_the_curve():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 1))
+    # In one dimension the curve is the line: the order sorts.
+    assert_array_equal(radius_search.locality_order(x), np.argsort(x[:, 0]))
+    P = rng.standard_normal((200, 70))
+    P[3, 5], P[7, 0] = np.inf, np.nan
+    order = radius_search.locality_order(P)
+    assert_array_equal(np.sort(order), np.arange(200))
+    # Each quadrant of the plane is one stretch of the curve.
+    Q = np.array([[0.1, 0.1], [0.9, 0.9], [0.2, 0.15], [0.85, 0.8]])
+    order = radius_search.locality_order(Q)
+    assert {frozenset(order[:2]), frozenset(order[2:])} == {
+        frozenset({0, 2}),
+        frozenset({1, 3}),
+    }
