@@ -128,14 +128,16 @@ _KEY_TILE = 512
 _THREADED_SCORES = 1 << 22
 
 
-def _tile_operands(Q, Z, log_sw, *, xp, n_heads, far):
-    """Per head, the key biases and, unless ``far``, the operands whose
-    product is the softmax logit: queries ``[q, 1, -|q|^2 / 2]`` and
-    transposed keys ``[z, bias, 1]``. Returns ``(queries, keys, biases)``
-    (``queries`` and ``keys`` None when ``far``: squaring would overflow)."""
+def _tile_operands(Q, Z, log_sw, *, xp, n_heads):
+    """Per head, the key biases and the operands whose product is the
+    softmax logit: queries ``[q, 1, -|q|^2 / 2]`` and transposed keys
+    ``[z, bias, 1]``. Returns ``(queries, keys, biases)``, with ``queries``
+    and ``keys`` None when some query is so far out that its squared norm
+    could overflow (those take the stable paths). ``Q`` has at least a row."""
     m, n = Q.shape[0], Z.shape[0]
     d = Z.shape[1] // n_heads
     dev = device(Z)
+    far = float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
     queries, keys, biases = [], [], []
     for h in range(n_heads):
         Qh, Zh = Q[:, h * d : (h + 1) * d], Z[:, h * d : (h + 1) * d]
@@ -198,11 +200,7 @@ def _tiled_softmax_heads(Q, Z, Y, log_sw, *, xp, n_heads, exclude=None):
     if m == 0:
         return [xp.zeros((0, t), dtype=Y.dtype, device=dev)] * n_heads
     Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
-    # Queries whose squared norm could overflow take attend's stable path.
-    far = float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
-    queries, keys, biases = _tile_operands(
-        Q, Z, log_sw, xp=xp, n_heads=n_heads, far=far
-    )
+    queries, keys, biases = _tile_operands(Q, Z, log_sw, xp=xp, n_heads=n_heads)
     floor_sum = underflow_row_sum(Q.dtype, xp=xp)
     clamp = logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None
 
@@ -211,7 +209,7 @@ def _tiled_softmax_heads(Q, Z, Y, log_sw, *, xp, n_heads, exclude=None):
         r1 = min(r0 + _QUERY_TILE, m)
         left_out = None if exclude is None else exclude[r0:r1]
         num = None
-        if not far:
+        if queries is not None:
             q = queries[h][r0:r1, :]
             buf = workspace_buffer({}, (r1 - r0, _KEY_TILE), q, xp=xp)
             for c0 in range(0, n, _KEY_TILE):
@@ -328,7 +326,6 @@ def _tiled_softmax_spread(Q, Z, Y, log_sw, *, xp, alpha, exclude=None):
     """
     n_heads = len(alpha)
     m, n, t = Q.shape[0], Z.shape[0], Y.shape[1]
-    d = Z.shape[1] // n_heads
     dev = device(Z)
     loo = None if exclude is None else xp.asarray(exclude, device=dev)
 
@@ -345,11 +342,12 @@ def _tiled_softmax_spread(Q, Z, Y, log_sw, *, xp, alpha, exclude=None):
             kernel="softmax",
         )
 
-    # Queries whose squared norm could overflow take the blocks' stable path.
-    if m == 0 or float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp):
+    if m == 0:
+        return blocked(slice(0, 0))
+    queries, keys, _ = _tile_operands(Q, Z, log_sw, xp=xp, n_heads=n_heads)
+    if queries is None:  # a query far out: the blocks' stable path
         return blocked(slice(0, m))
     Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
-    queries, keys, _ = _tile_operands(Q, Z, log_sw, xp=xp, n_heads=n_heads, far=False)
     # Sums above this keep the products of attention rows normal.
     floor_sum = float(xp.finfo(Q.dtype).smallest_normal) ** 0.25
     clamp = logit_floor(Q.dtype, xp=xp) if Q.dtype == xp.float64 else None

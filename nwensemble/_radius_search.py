@@ -64,18 +64,20 @@ class SupportIndex:
         Q = np.asarray(Q, dtype=np.float64)
         order = locality_order(Q)
         found = _map_blocks(self.block_weights, Q.shape[0], Q[order])
-        if len(found) <= 1:
-            K, empty = found[0] if found else self.block_weights(Q)
-        else:
-            K = sparse.vstack([K for K, _ in found], format="csr")
-            empty = np.concatenate([empty for _, empty in found])
+        found = found or [self.block_weights(Q)]  # no queries: one empty block
+        K = sparse.vstack([K for K, _ in found], format="csr")
+        empty = np.concatenate([empty for _, empty in found])
         back = np.argsort(order)
         return K[back], empty[back]
 
     def block_weights(self, Q):
         """``weights`` of one block of queries, on the calling thread."""
         m = Q.shape[0]
-        ind, dist = self.tree.query_radius(Q, self.kernel.radius, return_distance=True)
+        ind, dist = [], []  # the tree refuses an empty query
+        if m:
+            ind, dist = self.tree.query_radius(
+                Q, self.kernel.radius, return_distance=True
+            )
         counts = np.fromiter((a.shape[0] for a in ind), dtype=np.int64, count=m)
         cols = np.concatenate(ind) if m else np.zeros(0, dtype=np.int64)
         dist = np.concatenate(dist) if m else np.zeros(0)

@@ -84,3 +84,16 @@ def test_locality_order_is_a_permutation_along_the_curve():
         frozenset({0, 2}),
         frozenset({1, 3}),
     }
+
+
+def test_no_queries_give_empty_weights(friedman):
+    X, y = friedman
+    reg = NWAttentionRegressor(kernel="epanechnikov", random_state=0).fit(X, y)
+    index = reg.predictor_.support_index
+    Q = np.zeros((0, index[0].tree.data.shape[1]))
+    K, empty = index[0].weights(Q)
+    assert K.shape == (0, X.shape[0]) and empty.shape == (0,)
+    Y = reg.predictor_.Y
+    assert radius_search.sparse_predict(
+        Q, index, Y, n_heads=1, head_weights=[1.0]
+    ).shape == (0, Y.shape[1])
