@@ -3,8 +3,8 @@
 The issue's problem: 1000 training rows, 500 test rows, noise 1.0, 10
 features, five seeds (data and model). Prints test RMSE (mean and std over
 seeds), the Head Diversity Index, the BVC parts on the training rows and the
-median fit time, for one head x 2 dims, four heads x 2 dims with and without
-a diversity penalty, and one full-rank head.
+median fit time, for one head x 2 dims, four heads x 2 dims with
+``diversity`` 0 and ``'auto'``, and one full-rank head.
 
 Run: ``python benchmarks/bench_multi_head.py [--seeds 5]``
 """
@@ -20,7 +20,7 @@ from nwensemble import MultiHeadNWRegressor
 CONFIGS = {
     "1 head x 2 dims": dict(n_heads=1, head_dim=2),
     "4 heads x 2 dims": dict(n_heads=4, head_dim=2),
-    "4 heads x 2 dims, diversity=0.1": dict(n_heads=4, head_dim=2, diversity=0.1),
+    "4 heads x 2 dims, diversity='auto'": dict(n_heads=4, head_dim=2, diversity="auto"),
     "1 head x 10 dims (full rank)": dict(n_heads=1, head_dim=10),
 }
 

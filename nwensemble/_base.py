@@ -36,6 +36,7 @@ from nwensemble._backend import (
     to_numpy,
     where,
 )
+from nwensemble._diversity import solve_with_diversity
 from nwensemble._docstrings import fill_doc
 from nwensemble._duplicates import DuplicateIndex
 from nwensemble._features import FeatureMap
@@ -67,14 +68,16 @@ class FittedHeads(NamedTuple):
     float64 NumPy: the heads' leave-one-out residuals (n_heads, m, t) on
     training rows ``rows`` (an index array; None for all rows), those rows'
     sample weights ``sw`` (m,), the heads' projections ``W_std`` in the
-    standardised units they are learned in, and the training rows held out
-    of the projection's fit (None when it used every row)."""
+    standardised units they are learned in, the training rows held out
+    of the projection's fit (None when it used every row), and the weight of
+    the heads' ambiguity they were fitted with."""
 
     residuals: np.ndarray
     sw: np.ndarray
     rows: Optional[np.ndarray]
     W_std: np.ndarray
     heldout: Optional[np.ndarray]
+    diversity: float = 0.0
 
 
 class BaseNWRegressor(
@@ -163,7 +166,8 @@ class BaseNWRegressor(
         raise NotImplementedError
 
     def _fit_diversity(self):
-        """Weight of the diversity penalty in the training objective."""
+        """Weight of the heads' ambiguity in the training objective, or
+        ``'auto'`` (see ``_diversity``)."""
         return 0.0
 
     def _combine_heads(self, heads):
@@ -183,7 +187,7 @@ class BaseNWRegressor(
             early_stopping=self.early_stopping,
             validation_fraction=self.validation_fraction,
             n_iter_no_change=self.n_iter_no_change,
-            diversity=float(self._fit_diversity()),
+            diversity=self._fit_diversity(),
             callback=self.callback,
             verbose=self.verbose,
             name=type(self).__name__,
@@ -275,7 +279,8 @@ class BaseNWRegressor(
         start = time.perf_counter()
         solver = self._choose_solver(swt, n_heads)
         solve = fit_adam if solver == "adam" else fit_lbfgs
-        fitted = solve(
+        fitted = solve_with_diversity(
+            solve,
             config,
             W0,
             Xt,
@@ -334,7 +339,12 @@ class BaseNWRegressor(
         residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
         self._progress(f"leave-one-out statistics on {rows_np.shape[0]} rows", start)
         return FittedHeads(
-            residuals, sw_np[rows_np], sampled, as_components(fitted.W), heldout
+            residuals,
+            sw_np[rows_np],
+            sampled,
+            as_components(fitted.W),
+            heldout,
+            fitted.diversity,
         )
 
     def _progress(self, stage, start):

@@ -13,7 +13,7 @@ import numpy as np
 
 from nwensemble._backend import device, to_numpy
 from nwensemble._init_projection import subsample
-from nwensemble._loo_loss import diversity_penalty_and_grad, loo_loss_and_grad
+from nwensemble._loo_loss import loo_loss_and_grad
 from nwensemble._nw_predict import heldout_loss
 from nwensemble._optim import EarlyStopping, LBFGSRun
 from nwensemble._scaling import power_of_two_scale
@@ -33,7 +33,7 @@ _FLOAT32_LOSS_ROWS = 2048
 # The subsample stage stops at this many times ``tol``.
 _COARSE_TOL_FACTOR = 10.0
 # early_stopping="auto" holds out rows from this many positive-weight samples on
-_EARLY_STOPPING_MIN_ROWS = 50
+EARLY_STOPPING_MIN_ROWS = 50
 # ... and below this many rows per learned parameter: with fewer, fitting
 # noise costs more than the held-out rows; with more, they are worth more
 # as training data (per-set figures in the performance notes).
@@ -60,7 +60,7 @@ class FitConfig:
     early_stopping: Any = "auto"
     validation_fraction: float = 0.1
     n_iter_no_change: int = 10
-    diversity: float = 0.0
+    diversity: Any = 0.0
     callback: Any = None
     verbose: int = 0
     name: str = "nwensemble"
@@ -91,6 +91,9 @@ class SolverResult:
     heldout : ndarray of int or None
         The rows of ``X`` held out of the objective (early stopping), or None
         when the solver fitted on every row.
+    diversity : float
+        The weight of the heads' ambiguity in the objective (the one chosen,
+        for ``diversity='auto'``; see ``_diversity``).
     """
 
     W: Any
@@ -99,6 +102,7 @@ class SolverResult:
     loss_curve: list
     at_max_iter: bool
     heldout: Any = None
+    diversity: float = 0.0
 
 
 def scaled_targets(Y, sw, *, xp):
@@ -124,7 +128,7 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
     if use == "auto":
         n_pos = positive.shape[0]
         use = (
-            _EARLY_STOPPING_MIN_ROWS
+            EARLY_STOPPING_MIN_ROWS
             <= n_pos
             < _EARLY_STOPPING_ROWS_PER_PARAMETER * n_params
         )
@@ -153,30 +157,31 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
 def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="softmax"):
     """Training objective at ``W`` (a (p, n_heads * d) float64 NumPy array).
 
-    The ensemble's leave-one-out loss (computed in the namespace and dtype of
-    ``X``) plus ``diversity * sum_{h<g} ||U_h^T U_g||_F^2`` (computed on the
-    host: it involves only the p x (n_heads * d) parameters). Returns the
-    value and its gradient as float64 NumPy.
+    The ensemble's leave-one-out loss less ``diversity`` times the heads'
+    ambiguity (see ``loo_loss_and_grad``), computed in the namespace and
+    dtype of ``X``. Returns the value and its gradient as float64 NumPy.
     """
     Wx = xp.asarray(W, dtype=X.dtype, device=device(X))
     loss, grad = loo_loss_and_grad(
-        Wx, X, Y, sw, xp=xp, n_heads=n_heads, workspace=workspace, kernel=kernel
+        Wx,
+        X,
+        Y,
+        sw,
+        xp=xp,
+        n_heads=n_heads,
+        workspace=workspace,
+        kernel=kernel,
+        diversity=diversity,
     )
-    grad = to_numpy(grad).astype(np.float64)
-    if diversity > 0 and n_heads > 1:
-        penalty, penalty_grad = diversity_penalty_and_grad(W, n_heads)
-        loss += diversity * float(penalty)
-        grad = grad + diversity * penalty_grad
-    return loss, grad
+    return loss, to_numpy(grad).astype(np.float64)
 
 
 def fit_lbfgs(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
     """Coarse-to-fine L-BFGS from ``W0``, early-stopped on held-out rows.
 
-    A solver (see ``SolverResult``). The objective is the ensemble's
-    leave-one-out loss plus ``config.diversity * sum_{h<g} ||U_h^T
-    U_g||_F^2``. ``as_components`` turns a (p, n_heads * d) NumPy ``W`` into
-    what ``config.callback`` receives.
+    A solver (see ``SolverResult``). The objective is ``objective`` with
+    ``config.diversity``. ``as_components`` turns a (p, n_heads * d) NumPy
+    ``W`` into what ``config.callback`` receives.
     """
     p, k = W0.shape
     if config.max_iter == 0:

@@ -1,12 +1,11 @@
-"""The training objective: the ensemble's exact leave-one-out loss, its
-gradient, and the diversity penalty on the heads' subspaces."""
+"""The training objective: the ensemble's exact leave-one-out loss, less a
+multiple of the heads' ambiguity (their spread around the ensemble), and
+its gradient."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 from typing import NamedTuple
-
-from array_api_compat import numpy as np_compat
 
 from nwensemble._attention import log_weights
 from nwensemble._backend import device
@@ -14,7 +13,8 @@ from nwensemble._kernels import get_kernel
 
 
 def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
-    """Leave-one-out MSE of the uniform multi-head NW ensemble and its gradient.
+    """Leave-one-out MSE of the uniform multi-head NW ensemble, less ``diversity``
+    times the heads' ambiguity, and its gradient.
 
     Parameters
     ----------
@@ -37,12 +37,20 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
         (which would wait for the device).
     kernel : str or Kernel, default='softmax'
         ``'softmax'`` or a compact kernel (see ``_kernels``).
+    diversity : float, default=0.0
+        Weight ``delta`` of the heads' ambiguity, subtracted from the loss.
 
     Returns
     -------
     loss : float or 0-d array
-        ``sum_i sw_i ||y_hat_i - y_i||^2`` with ``y_hat_i`` the mean of the
-        heads' leave-one-out NW estimates.
+        ``sum_i sw_i (||y_hat_i - y_i||^2 - delta / H sum_h ||y_hat_hi -
+        y_hat_i||^2)`` with ``y_hat_hi`` head ``h``'s leave-one-out NW
+        estimate of row ``i`` and ``y_hat_i`` the mean over the ``H`` heads.
+        By the ambiguity decomposition this is the heads' mean own loss less
+        ``1 + delta`` times their ambiguity: ``delta = -1`` trains every head
+        on its own error (independent heads), ``delta = 0`` the ensemble, and
+        ``delta > 0`` rewards disagreement beyond that (negative correlation
+        learning with ``lambda = 1 + delta``).
     grad : array of shape (p, n_heads * d) or None
 
     Notes
@@ -59,7 +67,9 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
 
     so ``G Z``, ``G^T Z`` and ``colsum G`` come from one product with ``E`` and one
     with ``E^T``. Cost per head: three (n, n) matrix products of inner size
-    about ``(t + 1)(d + 1)``, one exp, one (n, n) array.
+    about ``(t + 1)(d + 1)``, one exp, one (n, n) array. With ``diversity``
+    only the upstream changes, to ``2 sw (R - delta (Y_hat_head - Y_hat)) /
+    H``.
 
     Another kernel has the same ``G`` with ``E`` replaced by its derivative
     ``E' = dE / ds`` (``kernel.derivative_inplace``, computed in place of
@@ -83,6 +93,7 @@ def loo_loss_and_grad_z(
     workspace=None,
     loss_as_array=False,
     kernel="softmax",
+    diversity=0.0,
 ):
     """``loo_loss_and_grad`` (the same keywords) with respect to the
     projected rows ``Z = X @ W``.
@@ -109,12 +120,28 @@ def loo_loss_and_grad_z(
         Y_hat = Y_hat / n_heads
     R = Y_hat - Y
     loss = xp.sum(sw * xp.sum(R * R, axis=1))
+    spread = [None] * n_heads
+    if diversity and n_heads > 1:
+        spread = [head.Y_hat - Y_hat for head in heads]
+        ambiguity = sum(xp.sum(sw * xp.sum(S * S, axis=1)) for S in spread)
+        loss = loss - (diversity / n_heads) * ambiguity
     if not loss_as_array:
         loss = float(loss)
     if not return_grad:
         return loss, None
-    upstream = (2.0 / n_heads) * sw[:, None] * R
-    LZ = [_loo_backward(head, upstream, Y, kernel=kernel, xp=xp) for head in heads]
+    # d ambiguity / d Y_hat_h = 2 sw S_h / H: the spreads sum to zero over
+    # the heads, so the ensemble mean's own dependence drops out.
+    scale = (2.0 / n_heads) * sw[:, None]
+    LZ = [
+        _loo_backward(
+            head,
+            scale * (R if S is None else R - diversity * S),
+            Y,
+            kernel=kernel,
+            xp=xp,
+        )
+        for head, S in zip(heads, spread)
+    ]
     del heads
     LZ = LZ[0] if n_heads == 1 else xp.concat(LZ, axis=1)
     return loss, -LZ
@@ -201,54 +228,3 @@ def _g_products(E, M, U, s, Y_hat, Z, Y, *, xp):
         GtZ += Y[:, k : k + 1] * N[:, k * d : (k + 1) * d]
         colsum += Y[:, k : k + 1] * N[:, t * d + d + k : t * d + d + k + 1]
     return GZ, rowsum, GtZ, colsum
-
-
-def diversity_penalty_and_grad(W, n_heads, *, xp=None):
-    """``sum_{h<g} ||U_h^T U_g||_F^2`` of side-by-side heads, and its gradient.
-
-    Parameters
-    ----------
-    W : array of shape (p, n_heads * d)
-        Head ``h`` is columns ``h * d : (h + 1) * d``.
-    n_heads : int
-    xp : namespace, default=None
-        Namespace of ``W`` (NumPy when None). The stochastic solver keeps ``W``
-        on its device, so the penalty is computed there too: taking it on the
-        host would read ``W`` back at every step.
-
-    Returns
-    -------
-    penalty : 0-d array
-    grad : array of shape (p, n_heads * d)
-
-    Notes
-    -----
-    ``||U_h^T U_g||_F^2 = tr(P_h P_g)`` with ``P_h = W_h (W_h^T W_h)^{-1} W_h^T``
-    the orthogonal projector on ``range(W_h)``, smooth in ``W_h`` wherever it
-    has full column rank. Its derivative in ``W_h`` is
-    ``2 (I - P_h) A_h W_h (W_h^T W_h)^{-1}`` with ``A_h = sum_{g != h} P_g``,
-    computed from the thin QR factors ``W_h = Q_h R_h`` as
-    ``2 (A_h Q_h - Q_h Q_h^T A_h Q_h) R_h^{-T}`` without forming any p x p
-    matrix. The penalty ignores the scale of each head (its bandwidth).
-    """
-    xp = np_compat if xp is None else xp
-    p, Hd = W.shape
-    d = Hd // n_heads
-    QR = [xp.linalg.qr(W[:, h * d : (h + 1) * d]) for h in range(n_heads)]
-    Qs = [f.Q for f in QR]
-    penalty = xp.zeros((), dtype=W.dtype, device=device(W))
-    grads = []
-    for h in range(n_heads):
-        # A_h Q_h = sum_{g != h} Q_g (Q_g^T Q_h)
-        AQ = xp.zeros((p, d), dtype=W.dtype, device=device(W))
-        for g in range(n_heads):
-            if g == h:
-                continue
-            overlap = Qs[g].T @ Qs[h]
-            AQ = AQ + Qs[g] @ overlap
-            if g > h:
-                penalty = penalty + xp.sum(overlap**2)
-        inner = AQ - Qs[h] @ (Qs[h].T @ AQ)
-        # pinv: equal to the inverse for a full-rank head, finite otherwise.
-        grads.append(2.0 * inner @ xp.linalg.pinv(QR[h].R).T)
-    return penalty, xp.concat(grads, axis=1)

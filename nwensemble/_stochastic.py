@@ -3,11 +3,11 @@
 Each step draws ``batch_size`` training rows; every row of the batch queries
 the others (leave-one-out), so the batch is both the queries and the sampled
 candidate keys, and a step costs O(batch_size^2 d). An epoch has
-``n / batch_size`` steps, so it costs time linear in n. All n-sized work, the
-Adam state and the diversity penalty stay in the array's namespace and on its
-device. A step reads nothing back from the device (off the host the attention
-takes the paths that need no check, see ``_backend.eager_host``): the
-shuffled order goes to the device once per epoch, and the epoch's loss, its
+``n / batch_size`` steps, so it costs time linear in n. All n-sized work and
+the Adam state stay in the array's namespace and on its device. A step reads
+nothing back from the device (off the host the attention takes the paths
+that need no check, see ``_backend.eager_host``): the shuffled order goes to
+the device once per epoch, and the epoch's loss, its
 held-out loss (for early stopping) and, with a ``callback``, the components
 come back once per epoch.
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from nwensemble._backend import device, to_numpy
 from nwensemble._fitting import SolverResult, split_validation
-from nwensemble._loo_loss import diversity_penalty_and_grad, loo_loss_and_grad
+from nwensemble._loo_loss import loo_loss_and_grad
 from nwensemble._nw_predict import heldout_loss
 from nwensemble._optim import EarlyStopping
 
@@ -117,10 +117,8 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
                 workspace=workspace,
                 loss_as_array=True,
                 kernel=config.kernel,
+                diversity=diversity,
             )
-            if diversity > 0 and n_heads > 1:
-                _, pgrad = diversity_penalty_and_grad(W, n_heads, xp=xp)
-                grad = grad + diversity * pgrad
             n_steps += 1
             m = b1 * m + (1.0 - b1) * grad
             v = b2 * v + (1.0 - b2) * grad * grad

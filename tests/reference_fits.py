@@ -48,7 +48,7 @@ CASES = {
             head_dim=2,
             kernel="biweight",
             head_weights="optimal",
-            diversity=0.01,
+            diversity=-0.5,
             bvc_resamples=3,
             random_state=0,
         ),

@@ -1,5 +1,5 @@
 """The training objective: leave-one-out loss and gradient against direct
-formulas, and the diversity penalty."""
+formulas, and the heads' ambiguity term (``diversity``)."""
 
 import numpy as np
 import pytest
@@ -8,13 +8,8 @@ from scipy.optimize import approx_fprime
 
 from nwensemble._attention import log_weights
 from nwensemble._fitting import objective
-from nwensemble._loo_loss import (
-    diversity_penalty_and_grad,
-    loo_loss_and_grad,
-    loo_loss_and_grad_z,
-)
+from nwensemble._loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
 from nwensemble._nw_predict import loo_head_predictions
-from nwensemble.diagnostics import head_diversity_index
 
 
 def _naive_loo_loss(W, X, Y, sw):
@@ -167,43 +162,75 @@ def test_loss_is_finite_at_extreme_scales():
         assert np.isfinite(loss) and np.all(np.isfinite(grad))
 
 
-def test_penalty_gradient_matches_finite_differences():
-    """The smooth penalty's gradient equals central differences."""
-    rng = np.random.default_rng(0)
-    W = rng.standard_normal((7, 6))
-
-    def f(theta):
-        return diversity_penalty_and_grad(theta.reshape(W.shape), 3)[0]
-
-    _, grad = diversity_penalty_and_grad(W, 3)
-    numeric = np.array(
-        [(f(W.ravel() + 1e-6 * e) - f(W.ravel() - 1e-6 * e)) / 2e-6 for e in np.eye(42)]
+def _heads_loo(W, X, Y, sw, n_heads):
+    """Every head's leave-one-out estimates (n_heads, n, t), one head at a time."""
+    return loo_head_predictions(
+        X @ W, Y, log_weights(sw, xp=np), np.arange(X.shape[0]), xp=np, n_heads=n_heads
     )
-    assert_allclose(grad.ravel(), numeric, rtol=1e-6, atol=1e-9)
-    # The penalty is sum_{h<g} ||U_h^T U_g||_F^2 = d * pairs * (1 - HDI).
-    C = W.T.reshape(3, 2, 7)
-    assert_allclose(f(W.ravel()), 2 * 3 * (1 - head_diversity_index(C)))
 
 
-def test_penalty_on_the_arrays_device(ns):
-    """The stochastic solver takes the penalty where ``W`` lives: the same
-    value and gradient in every namespace, the gradient on ``W``'s device."""
+@pytest.mark.parametrize("diversity", [-1.0, -0.5, 0.3])
+def test_diversity_subtracts_the_heads_ambiguity(diversity):
+    """The loss is the ensemble's less ``diversity`` times the ambiguity, and
+    at -1 the mean of the heads' own leave-one-out losses (the ambiguity
+    decomposition)."""
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((30, 4)), rng.standard_normal((30, 2))
+    sw = rng.uniform(0.5, 1.5, 30)
+    sw /= sw.sum()
+    W = rng.standard_normal((4, 6)) * 0.8
+    F = _heads_loo(W, X, Y, sw, 3)
+    mean = F.mean(axis=0)
+    ensemble = np.sum(sw * np.sum((mean - Y) ** 2, axis=1))
+    ambiguity = np.mean([np.sum(sw * np.sum((f - mean) ** 2, axis=1)) for f in F])
+    own = np.mean([np.sum(sw * np.sum((f - Y) ** 2, axis=1)) for f in F])
+    loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=3, diversity=diversity)
+    assert_allclose(loss, ensemble - diversity * ambiguity, rtol=1e-12)
+    if diversity == -1.0:
+        assert_allclose(loss, own, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "biweight"])
+@pytest.mark.parametrize("diversity", [-1.0, 0.4])
+def test_diversity_gradient_matches_finite_differences(ns, kernel, diversity):
+    """The gradient with the ambiguity term equals central differences
+    (step 1e-5) in every namespace, and lands on the input's device."""
     import array_api_compat
 
-    W = np.random.default_rng(1).standard_normal((7, 6))
-    ref_penalty, ref_grad = diversity_penalty_and_grad(W, 3)
-    Wx = ns.asarray(W)
-    penalty, grad = diversity_penalty_and_grad(
-        Wx, 3, xp=array_api_compat.array_namespace(Wx)
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((25, 4)), rng.standard_normal((25, 2))
+    sw = rng.uniform(0.5, 1.5, 25)
+    sw /= sw.sum()
+    W = rng.standard_normal((4, 6)) * 0.6
+    Xx, Yx, swx = ns.asarray(X), ns.asarray(Y), ns.asarray(sw)
+    xp = array_api_compat.array_namespace(Xx)
+    kw = dict(xp=xp, n_heads=3, kernel=kernel, diversity=diversity)
+
+    def f(theta):
+        return loo_loss_and_grad(ns.asarray(theta.reshape(W.shape)), Xx, Yx, swx, **kw)[
+            0
+        ]
+
+    _, grad = loo_loss_and_grad(ns.asarray(W), Xx, Yx, swx, **kw)
+    step = 1e-5
+    numeric = np.array(
+        [
+            (f(W.ravel() + step * e) - f(W.ravel() - step * e)) / (2 * step)
+            for e in np.eye(W.size)
+        ]
     )
-    assert_allclose(ns.check_output(grad), ref_grad, rtol=1e-10, atol=1e-12)
-    assert_allclose(float(penalty), float(ref_penalty), rtol=1e-12)
+    assert_allclose(
+        ns.check_output(grad).ravel(),
+        numeric,
+        rtol=1e-5,
+        atol=1e-8 * np.abs(numeric).max(),
+    )
 
 
 @pytest.mark.parametrize("t", [1, 2])
 def test_joint_objective_gradient_with_diversity(t):
-    """The training objective (ensemble LOO loss + diversity term) and its
-    gradient agree with central differences to 1e-5."""
+    """The training objective (ensemble LOO loss less the ambiguity term) and
+    its gradient agree with central differences to 1e-5."""
     rng = np.random.default_rng(3)
     X, Y = rng.standard_normal((35, 5)), rng.standard_normal((35, t))
     sw = rng.uniform(0.5, 1.5, 35)

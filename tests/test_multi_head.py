@@ -40,13 +40,33 @@ def test_four_heads_beat_one_head_on_friedman(friedman_1000):
     assert rmse(four, Xt, yt) < 0.95 * rmse(one, Xt, yt)
 
 
-def test_diversity_raises_hdi_on_friedman(friedman_1000):
-    """A diversity penalty gives more diverse heads than none."""
-    X, y, _, _ = friedman_1000
+def test_diversity_moves_the_heads_residual_correlation(friedman):
+    """Below 0 the heads agree more (towards independent heads, each fitted
+    to the target), above 0 they disagree more; ``diversity_`` records it."""
+    X, y = friedman
     kw = dict(n_heads=4, head_dim=2, random_state=0, bvc_resamples=0)
-    plain = MultiHeadNWRegressor(diversity=0.0, **kw).fit(X, y)
-    diverse = MultiHeadNWRegressor(diversity=0.1, **kw).fit(X, y)
-    assert diverse.hdi_ > plain.hdi_ + 0.1
+    corr = {}
+    for diversity in (-1.0, 0.0, 0.3):
+        model = MultiHeadNWRegressor(diversity=diversity, **kw).fit(X, y)
+        assert model.diversity_ == diversity
+        corr[diversity] = model.head_correlation_
+    assert corr[-1.0] > corr[0.0] + 0.05
+    assert corr[0.3] < corr[0.0] - 0.05
+
+
+@pytest.mark.parametrize("n_heads, diversity", [(2, 1.0), (4, 1 / 3), (5, 0.3)])
+def test_diversity_at_or_above_the_bound_is_refused(friedman, n_heads, diversity):
+    X, y = friedman
+    model = MultiHeadNWRegressor(n_heads, head_dim=1, diversity=diversity)
+    with pytest.raises(ValueError, match=r"below 1 / \(n_heads - 1\)"):
+        model.fit(X, y)
+
+
+@pytest.mark.parametrize("diversity", [-1.5, "high"])
+def test_diversity_outside_its_range_is_refused(friedman, diversity):
+    X, y = friedman
+    with pytest.raises(ValueError, match="'diversity' parameter"):
+        MultiHeadNWRegressor(diversity=diversity).fit(X, y)
 
 
 def test_fitted_attributes(friedman):

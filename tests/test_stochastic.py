@@ -47,7 +47,7 @@ def test_adam_stops_early_or_warns(data):
 def test_adam_multi_head_with_diversity(data):
     X, y, Xt, yt = data
     model = MultiHeadNWRegressor(
-        n_heads=3, head_dim=2, solver="adam", diversity=0.1, max_iter=5
+        n_heads=3, head_dim=2, solver="adam", diversity=-0.5, max_iter=5
     )
     with pytest.warns(ConvergenceWarning):
         model.fit(X, y)
@@ -99,7 +99,7 @@ def test_batch_size_is_validated():
     "Estimator, params",
     [
         (NWAttentionRegressor, {}),
-        (MultiHeadNWRegressor, {"n_heads": 3, "head_dim": 2, "diversity": 0.1}),
+        (MultiHeadNWRegressor, {"n_heads": 3, "head_dim": 2, "diversity": -0.5}),
     ],
 )
 def test_adam_steps_read_nothing_back(count_read_backs, kernel, Estimator, params):

@@ -1,0 +1,81 @@
+"""``diversity='auto'``: the choice on held-out rows and its plumbing."""
+
+import warnings
+
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
+
+from nwensemble import MultiHeadNWRegressor
+from nwensemble._diversity import AUTO_CANDIDATES
+
+
+def test_auto_is_the_fit_of_the_chosen_value(friedman):
+    """'auto' ends with exactly the model that the chosen value fits with
+    early stopping on the same held-out rows."""
+    X, y = friedman
+    kw = dict(n_heads=3, head_dim=2, random_state=0)
+    auto = MultiHeadNWRegressor(diversity="auto", **kw).fit(X, y)
+    assert auto.diversity_ in AUTO_CANDIDATES
+    fixed = MultiHeadNWRegressor(
+        diversity=auto.diversity_, early_stopping=True, **kw
+    ).fit(X, y)
+    assert_array_equal(auto.components_, fixed.components_)
+    assert_array_equal(auto.predict(X[:20]), fixed.predict(X[:20]))
+    assert auto.bvc_decomposition_ == fixed.bvc_decomposition_
+
+
+@pytest.mark.parametrize(
+    "params",
+    [dict(n_heads=3, head_dim=2, early_stopping=False), dict(n_heads=1, head_dim=2)],
+)
+def test_auto_without_heldout_rows_or_heads_is_zero(friedman, params):
+    """Without held-out rows, or with one head, 'auto' is diversity=0."""
+    X, y = friedman
+    auto = MultiHeadNWRegressor(diversity="auto", random_state=0, **params).fit(X, y)
+    zero = MultiHeadNWRegressor(diversity=0.0, random_state=0, **params).fit(X, y)
+    assert auto.diversity_ == 0.0
+    assert_array_equal(auto.components_, zero.components_)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_auto_says_what_it_chose(friedman, capsys):
+    X, y = friedman
+    MultiHeadNWRegressor(
+        n_heads=2, head_dim=2, diversity="auto", max_iter=5, random_state=0, verbose=1
+    ).fit(X, y)
+    line = next(
+        s for s in capsys.readouterr().out.splitlines() if "diversity='auto'" in s
+    )
+    losses = {
+        float(k): float(v)
+        for k, v in (
+            part.split(": ")
+            for part in line.split("loss ")[1].split("; ")[0].split(", ")
+        )
+    }
+    assert sorted(losses) == sorted(AUTO_CANDIDATES)
+    assert float(line.split("chose ")[1]) == min(losses, key=losses.get)
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "adam"])
+def test_auto_in_every_namespace(ns, friedman, solver):
+    """'auto' chooses as under NumPy, with its arrays on the input's device."""
+    X, y = friedman
+    kw = dict(
+        n_heads=2,
+        head_dim=2,
+        diversity="auto",
+        solver=solver,
+        batch_size=64,
+        max_iter=8,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = MultiHeadNWRegressor(**kw).fit(X, y)
+        with ns.context():
+            model = MultiHeadNWRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+            pred = ns.check_output(model.predict(ns.asarray(X[:5])))
+    assert model.diversity_ == ref.diversity_
+    assert_allclose(pred, ref.predict(X[:5]), rtol=1e-6)
