@@ -12,12 +12,11 @@ import numpy as np
 from nwensemble._backend import device, to_numpy
 from nwensemble._fitting import EARLY_STOPPING_MIN_ROWS
 from nwensemble._nw_predict import heldout_loss
+from nwensemble._rows import take_rows
 
 # The values 'auto' compares: the ensemble's own objective first, then
 # halfway to and at independent heads. Positive values (negative correlation
-# beyond the ensemble's) lowered the test error in the user guide's regime
-# map rarely and by less than the spread between seeds, so 'auto' does not
-# try them.
+# beyond the ensemble's) are left out: see the user guide's regime map.
 AUTO_CANDIDATES = (0.0, -0.5, -1.0)
 # Held-out rows that score each candidate, at most (spread over the rows).
 _SCORED_ROWS = 4096
@@ -104,19 +103,16 @@ def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, n_heads, rng, xp, **k
 def _heldout_losses(Ws, Xs, Ys, sw, heldout, n_heads, config, xp):
     """Every projection's loss on (at most ``_SCORED_ROWS`` of) the held-out
     rows, predicted from the other rows."""
-    dev = device(Xs)
     held = np.zeros(Xs.shape[0], dtype=bool)
     held[heldout] = True
     step = math.ceil(heldout.shape[0] / _SCORED_ROWS)
-    parts = []
-    for rows in (heldout[::step], np.flatnonzero(~held)):
-        idx = xp.asarray(rows, device=dev)
-        w = xp.take(sw, idx, axis=0)
-        parts += [xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), w / xp.sum(w)]
+    scored = take_rows(Xs, Ys, sw, heldout[::step], xp=xp)
+    keys = take_rows(Xs, Ys, sw, np.flatnonzero(~held), xp=xp)
     return [
         heldout_loss(
-            xp.asarray(W, dtype=Xs.dtype, device=dev),
-            *parts,
+            xp.asarray(W, dtype=Xs.dtype, device=device(Xs)),
+            *scored,
+            *keys,
             xp=xp,
             n_heads=n_heads,
             kernel=config.kernel,

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from nwensemble._backend import device, to_numpy
-from nwensemble._init_projection import subsample
 from nwensemble._loo_loss import loo_loss_and_grad
 from nwensemble._nw_predict import heldout_loss
 from nwensemble._optim import EarlyStopping, LBFGSRun
+from nwensemble._rows import subsample, take_rows
 from nwensemble._scaling import power_of_two_scale
 
 # Coarse-to-fine fitting of one head: above twice this many rows, L-BFGS
@@ -141,17 +141,11 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
             f" leaves {positive.shape[0] - n_val} training and {n_val} validation "
             "rows; need at least 2 and 1. Use more samples or early_stopping=False."
         )
-    val_rows = rng.choice(positive, size=n_val, replace=False)
+    val_rows = np.sort(rng.choice(positive, size=n_val, replace=False))
     mask = np.ones(Xs.shape[0], dtype=bool)
     mask[val_rows] = False
-    parts = []
-    for rows in (np.flatnonzero(mask), np.sort(val_rows)):
-        idx = xp.asarray(rows, device=device(Xs))
-        w = xp.take(sw, idx, axis=0)
-        parts.append(
-            (xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), w / xp.sum(w))
-        )
-    return parts[0], parts[1], np.sort(val_rows)
+    train = take_rows(Xs, Ys, sw, np.flatnonzero(mask), xp=xp)
+    return train, take_rows(Xs, Ys, sw, val_rows, xp=xp), val_rows
 
 
 def objective(W, X, Y, sw, *, n_heads, diversity, xp, workspace=None, kernel="softmax"):

@@ -12,6 +12,7 @@ from scipy.optimize import minimize
 from nwensemble._allocation import theory_head_dim
 from nwensemble._backend import device, to_numpy
 from nwensemble._loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
+from nwensemble._rows import subsample
 
 # Rows used to pick the starting bandwidth.
 _SCALE_SEARCH_SIZE = 512
@@ -244,16 +245,3 @@ def _loo_value(W, Xs, Ys, sw, *, kernel, workspace, xp):
         W, Xs, Ys, sw, xp=xp, return_grad=False, workspace=workspace, kernel=kernel
     )[0]
     return value if math.isfinite(value) else math.inf
-
-
-def subsample(Xs, Ys, sw, size, *, rng, xp):
-    """At most ``size`` rows with positive weight, weights renormalised."""
-    positive = np.flatnonzero(to_numpy(sw) > 0)
-    if positive.shape[0] <= size and positive.shape[0] == Xs.shape[0]:
-        return Xs, Ys, sw
-    rows = np.sort(
-        rng.choice(positive, size=min(size, positive.shape[0]), replace=False)
-    )
-    idx = xp.asarray(rows, device=device(Xs))
-    sw_sub = xp.take(sw, idx, axis=0)
-    return xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), sw_sub / xp.sum(sw_sub)

@@ -136,9 +136,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     hdi_ : float
         Head Diversity Index of the learned subspaces (see
         :func:`~nwensemble.diagnostics.head_diversity_index`), in [0, 1]; NaN
-        for one head. Like the diversity penalty, it is measured in the
-        standardised feature space where the heads are learned (with
-        ``standardize=False`` it equals ``head_diversity_index(components_)``).
+        for one head. It is measured in the standardised feature space where
+        the heads are learned (with ``standardize=False`` it equals
+        ``head_diversity_index(components_)``).
 
     subspace_similarity_ : array of shape (n_heads, n_heads)
         ``||U_h^T U_g||_F^2 / head_dim`` for every pair of heads, in the same

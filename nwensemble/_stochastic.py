@@ -30,6 +30,7 @@ from nwensemble._fitting import SolverResult, split_validation
 from nwensemble._loo_loss import loo_loss_and_grad
 from nwensemble._nw_predict import heldout_loss
 from nwensemble._optim import EarlyStopping
+from nwensemble._rows import take_rows
 
 # batch_size="auto": rows per minibatch.
 AUTO_BATCH = 1024
@@ -164,9 +165,7 @@ def _validation_subset(val, *, rng, xp):
     if Xv.shape[0] <= _VALIDATION_ROWS:
         return Xv, Yv, swv
     rows = np.sort(rng.choice(Xv.shape[0], _VALIDATION_ROWS, replace=False))
-    idx = xp.asarray(rows, device=device(Xv))
-    w = xp.take(swv, idx, axis=0)
-    return xp.take(Xv, idx, axis=0), xp.take(Yv, idx, axis=0), w / xp.sum(w)
+    return take_rows(Xv, Yv, swv, rows, xp=xp)
 
 
 def _calibrate_scale(W, val, train, *, n_heads, kernel, xp):
