@@ -21,7 +21,7 @@ from sklearn.datasets import make_friedman1
 from sklearn.model_selection import GridSearchCV, KFold
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor
-from nwensemble._allocation import theory_head_dim
+from nwensemble._fit.allocation import theory_head_dim
 
 X, y = make_friedman1(n_samples=2100, n_features=10, noise=1.0, random_state=0)
 budget = 12

@@ -1,14 +1,11 @@
-"""Shared machinery of the Nadaraya-Watson attention regressors."""
+"""Shared machinery of the Nadaraya-Watson attention regressors: their
+parameters, validation, ``fit`` and the predict-side methods."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import time
-import warnings
 from numbers import Integral, Real
-from typing import NamedTuple, Optional
 
-import numpy as np
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -16,7 +13,6 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -26,58 +22,24 @@ from sklearn.utils.validation import (
 )
 
 from nwensemble._atomic import atomic_fit
-from nwensemble._backend import (
+from nwensemble._docstrings import fill_doc
+from nwensemble._fit.config import FitConfig
+from nwensemble._fit.engine import fit_heads
+from nwensemble._fit.optim import fit_threads
+from nwensemble._predict.combination import combine_heads
+from nwensemble._predict.intervals import interval_alpha
+from nwensemble._predict.predictor import NWPredictor
+from nwensemble._shared.backend import (
     compute_namespace,
     get_namespace,
     like_input,
     move_to,
     same_namespace_or_raise,
     to_host,
-    to_numpy,
     where,
 )
-from nwensemble._diversity import solve_with_diversity
-from nwensemble._docstrings import fill_doc
-from nwensemble._duplicates import DuplicateIndex
-from nwensemble._features import FeatureMap
-from nwensemble._fitting import FitConfig, fit_lbfgs, scaled_targets
-from nwensemble._init_projection import initial_projection
-from nwensemble._intervals import interval_alpha
-from nwensemble._kernels import KERNELS, get_kernel
-from nwensemble._loo_statistics import combine_heads, original_rows, sample_loo_rows
-from nwensemble._optim import fit_threads
-from nwensemble._predictor import NWPredictor
-from nwensemble._stochastic import fit_adam
+from nwensemble._shared.kernels import KERNELS, resolve_kernel
 from nwensemble._validation import as_float, validate_fit_data
-
-# solver="auto" trains with Adam on minibatches above this many rows: full
-# leave-one-out L-BFGS costs O(n^2) per evaluation, and beyond this one head
-# reaches the same accuracy sooner with Adam (benchmarks/bench_fit_time.py,
-# section solver).
-AUTO_ADAM_ROWS = 10_000
-# Several heads take Adam from here on: full-batch L-BFGS over all rows
-# (their only schedule) then takes longer than Adam and ends less accurate
-# (same benchmark).
-AUTO_ADAM_ROWS_HEADS = 4096
-# Leave-one-out statistics after fit use at most this many query rows.
-LOO_STATS_ROWS = 2048
-
-
-class FittedHeads(NamedTuple):
-    """What ``_fit_heads`` leaves for the statistics and diagnostics, all
-    float64 NumPy: the heads' leave-one-out residuals (n_heads, m, t) on
-    training rows ``rows`` (an index array; None for all rows), those rows'
-    sample weights ``sw`` (m,), the heads' projections ``W_std`` in the
-    standardised units they are learned in, the training rows held out
-    of the projection's fit (None when it used every row), and the weight of
-    the heads' ambiguity they were fitted with."""
-
-    residuals: np.ndarray
-    sw: np.ndarray
-    rows: Optional[np.ndarray]
-    W_std: np.ndarray
-    heldout: Optional[np.ndarray]
-    diversity: float = 0.0
 
 
 class BaseNWRegressor(
@@ -85,11 +47,13 @@ class BaseNWRegressor(
 ):
     """Base class for NW attention regressors; not for direct use.
 
-    Holds the parameters every estimator shares, input validation, ``fit``
-    (feature map, heads, leave-one-out statistics) and the predict-side
-    methods, which validate their input and ask ``predictor_``. Subclasses
-    say how many heads to fit (``_fit_n_heads``) and what to derive from the
-    heads' leave-one-out residuals (``_combine_heads``).
+    Holds the parameters every estimator shares (declared once, here: the
+    subclasses' signatures give their defaults and pass them on), input
+    validation, ``fit`` (the fitting engine, then the prediction object in
+    one statement) and the predict-side methods, which validate their input
+    and ask ``predictor_``. Subclasses say how many heads to fit
+    (``_fit_n_heads``), how to weigh them (``_head_weights``) and what to
+    derive from the fit (``_set_diagnostics``).
     """
 
     # Whether components_ is (head_dim, n_features) rather than 3-D.
@@ -117,6 +81,45 @@ class BaseNWRegressor(
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    def __init__(
+        self,
+        *,
+        head_dim,
+        kernel,
+        init,
+        max_iter,
+        tol,
+        solver,
+        batch_size,
+        early_stopping,
+        validation_fraction,
+        n_iter_no_change,
+        standardize,
+        duplicate_weight,
+        warm_start,
+        callback,
+        device,
+        random_state,
+        verbose,
+    ):
+        self.head_dim = head_dim
+        self.kernel = kernel
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.batch_size = batch_size
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.standardize = standardize
+        self.duplicate_weight = duplicate_weight
+        self.warm_start = warm_start
+        self.callback = callback
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
 
     def __getstate__(self):
         """Pickle with every fitted array on the host, as NumPy.
@@ -158,7 +161,47 @@ class BaseNWRegressor(
         self : object
             Fitted estimator.
         """
-        self._combine_heads(self._fit_heads(X, y, sample_weight))
+        warm = self.warm_start and hasattr(self, "predictor_")
+        previous = self.predictor_.W if warm else None
+        xp, X, Y, sw, single_output = self._validate_training_data(X, y, sample_weight)
+        fitted = fit_heads(
+            self._fit_config(),
+            X,
+            Y,
+            sw,
+            previous=previous,
+            rng=check_random_state(self.random_state),
+            xp=xp,
+        )
+        combination, loo = combine_heads(
+            fitted.keys,
+            fitted.loo,
+            self._head_weights(fitted),
+            duplicates=fitted.duplicates,
+            duplicate_weight=self.duplicate_weight,
+            heldout=fitted.heldout,
+        )
+        self.predictor_ = NWPredictor(
+            features=fitted.features,
+            W=fitted.W,
+            keys=fitted.keys.searchable(),
+            combination=combination,
+            single_output=single_output,
+        )
+        self._device = self.device
+        C, counts = fitted.components, fitted.loo.fallback_counts
+        self.components_ = C[0, ...] if self._single_head else C
+        self.n_support_fallback_ = int(counts[0]) if self._single_head else counts
+        self.n_iter_ = fitted.solver.n_iter
+        self.n_fev_ = fitted.solver.n_fev
+        self.loss_curve_ = fitted.solver.loss_curve
+        self.duplicate_weight_ = combination.duplicate_weight
+        self.loo_prediction_ = self.predictor_.output(loo)
+        calibration = combination.calibration
+        self.calibration_rows_ = self.predictor_.to_model(
+            calibration.rows[calibration.calibration]
+        )
+        self._set_diagnostics(fitted)
         return self
 
     def _fit_n_heads(self):
@@ -167,38 +210,45 @@ class BaseNWRegressor(
 
     def _fit_diversity(self):
         """Weight of the heads' ambiguity in the training objective, or
-        ``'auto'`` (see ``_diversity``)."""
+        ``'auto'`` (see ``_fit.diversity``)."""
         return 0.0
 
-    def _combine_heads(self, heads):
-        """Set the head weights and what follows from the heads' leave-one-out
-        residuals (see ``_fit_heads``)."""
+    def _head_weights(self, fitted):
+        """The weights that combine the heads, from ``fitted``
+        (``FittedHeads``)."""
         raise NotImplementedError
 
+    def _set_diagnostics(self, fitted):
+        """Set what the subclass reports beyond the shared attributes."""
+
     def _fit_config(self):
-        """The fitting engine's configuration from the parameters."""
-        return FitConfig(
-            kernel=get_kernel(self.kernel),
-            head_dim=self.head_dim,
-            init=self.init,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            batch_size=self.batch_size,
-            early_stopping=self.early_stopping,
-            validation_fraction=self.validation_fraction,
-            n_iter_no_change=self.n_iter_no_change,
+        """The fitting engine's configuration: the parameters, with the
+        kernel resolved into its object and the callback wrapped to receive
+        arrays shaped like ``components_``."""
+        n_heads = self._fit_n_heads()
+        callback = None
+        if self.callback is not None:
+            user, single = self.callback, self._single_head
+
+            def callback(W, n_iter):
+                C = W.T if single else W.T.reshape(n_heads, -1, W.shape[0])
+                user(C, n_iter)
+
+        return FitConfig.from_params(
+            self.get_params(deep=False),
+            kernel=resolve_kernel(self.kernel),
+            n_heads=n_heads,
             diversity=self._fit_diversity(),
-            callback=self.callback,
-            verbose=self.verbose,
+            callback=callback,
             name=type(self).__name__,
         )
 
     def _validate_training_data(self, X, y, sample_weight):
-        """Validate ``fit`` input; return namespace, device and arrays on it.
+        """Validate ``fit`` input; return namespace and arrays on its device.
 
-        Returns ``xp, device, X, Y, sw, single_output`` with ``Y`` of shape
-        (n, t) in the dtype of ``X``, ``sw`` non-negative weights that sum to
-        one, and whether ``y`` was 1-d.
+        Returns ``xp, X, Y, sw, single_output`` with ``Y`` of shape (n, t) in
+        the dtype of ``X``, ``sw`` non-negative weights that sum to one, and
+        whether ``y`` was 1-d.
         """
         X, y = validate_fit_data(self, X, y)
         xp, dev = get_namespace(X)
@@ -225,163 +275,7 @@ class BaseNWRegressor(
                 "At least 2 samples with positive sample_weight are needed: a "
                 f"leave-one-out fit attends to the other samples; got {n_positive}."
             )
-        return xp, dev, X, Y, sw / xp.sum(sw), single_output
-
-    def _fit_heads(self, X, y, sample_weight):
-        """Validate, standardise, learn the heads and make ``predictor_``.
-
-        Sets ``components_`` ((head_dim, p) for the single-head estimator, else
-        (n_heads, head_dim, p)), ``predictor_``, ``n_iter_``, ``n_fev_``,
-        ``loss_curve_`` and ``n_support_fallback_``; returns ``FittedHeads``
-        for the statistics and diagnostics that follow.
-        """
-        previous = None
-        if self.warm_start and hasattr(self, "predictor_"):
-            previous = self.predictor_.W
-        n_heads = self._fit_n_heads()
-        xp, dev, X, Y, sw, single_output = self._validate_training_data(
-            X, y, sample_weight
-        )
-        config = self._fit_config()
-        rng = check_random_state(self.random_state)
-        features = FeatureMap(self.standardize)
-        Xs = features.fit_transform(X, sw, rng=rng, xp=xp)
-        Ys = scaled_targets(Y, sw, xp=xp)
-        # components_ (and init arrays) are in input units when the map is
-        # linear, else in the units of the warped, standardised features.
-        if features.is_linear:
-            scale_np = to_numpy(features.scale).astype(np.float64)
-        else:
-            scale_np = np.ones(X.shape[1])
-        p = X.shape[1]
-        # With the copies' blend on, the heads learn from the rows with their
-        # copies merged: leave-one-out then leaves a record out with all its
-        # copies, so that the heads learn to predict from other records (the
-        # blend serves the copies).
-        duplicates = (
-            None if self.duplicate_weight == 0 else DuplicateIndex(X, Y, sw, xp=xp)
-        )
-        Xt, Yt, swt, merged_group = Xs, Ys, sw, None
-        if duplicates is not None:
-            Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
-
-        start = time.perf_counter()
-        W0 = initial_projection(
-            config, previous, Xt, Yt, swt, scale_np, n_heads=n_heads, rng=rng, xp=xp
-        )
-        self._progress("start (bandwidths on a subsample)", start)
-        d = W0.shape[1] // n_heads
-        shape = (d, p) if n_heads == 1 and self._single_head else (n_heads, d, p)
-
-        def as_components(W):
-            return W.T.reshape(shape)
-
-        start = time.perf_counter()
-        solver = self._choose_solver(swt, n_heads)
-        solve = fit_adam if solver == "adam" else fit_lbfgs
-        fitted = solve_with_diversity(
-            solve,
-            config,
-            W0,
-            Xt,
-            Yt,
-            swt,
-            n_heads=n_heads,
-            as_components=as_components,
-            rng=rng,
-            xp=xp,
-        )
-        unit = "epochs" if solver == "adam" else "iterations"
-        if fitted.at_max_iter:
-            warnings.warn(
-                f"{type(self).__name__} stopped after max_iter={self.max_iter} "
-                f"{unit} before the loss converged; increase max_iter or tol.",
-                ConvergenceWarning,
-            )
-        steps = "steps" if solver == "adam" else "evaluations"
-        self._progress(f"fitted, {fitted.n_iter} {unit}, {fitted.n_fev} {steps}", start)
-
-        W_x = xp.asarray(fitted.W, dtype=X.dtype, device=dev)
-        scale = xp.asarray(scale_np, dtype=X.dtype, device=dev)
-        self.components_ = xp.reshape((W_x / scale[:, None]).T, shape)
-        self.predictor_ = NWPredictor(
-            features=features,
-            W=W_x,
-            X=Xs,
-            Y=Y,
-            sample_weight=sw,
-            kernel=config.kernel,
-            n_heads=n_heads,
-            single_output=single_output,
-        )
-        self.predictor_.duplicates = duplicates
-        self._device = self.device
-        self.n_iter_ = fitted.n_iter
-        self.n_fev_ = fitted.n_fev
-        self.loss_curve_ = fitted.loss_curve
-        # Leave-one-out statistics (noise level, head weights, correlations):
-        # every row up to LOO_STATS_ROWS, else a random subset of queries,
-        # each attending to all rows, so that their cost stays linear in n.
-        sw_np = to_numpy(sw).astype(np.float64)
-        positive = np.flatnonzero(sw_np > 0)
-        heldout = original_rows(fitted.heldout, merged_group, duplicates)
-        sampled = None
-        rows_np = np.arange(X.shape[0])
-        if positive.shape[0] > LOO_STATS_ROWS:
-            rows_np = sample_loo_rows(positive, heldout, LOO_STATS_ROWS, rng=rng)
-            sampled = rows_np
-        rows = xp.asarray(rows_np, device=dev)
-        start = time.perf_counter()
-        heads, fallback = self.predictor_.loo_head_predictions(rows)
-        counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
-        self.n_support_fallback_ = int(counts[0]) if self._single_head else counts
-        Y_rows = xp.take(Y, rows, axis=0)
-        residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
-        self._progress(f"leave-one-out statistics on {rows_np.shape[0]} rows", start)
-        return FittedHeads(
-            residuals,
-            sw_np[rows_np],
-            sampled,
-            as_components(fitted.W),
-            heldout,
-            fitted.diversity,
-        )
-
-    def _progress(self, stage, start):
-        """With ``verbose``, say that ``stage`` (begun at ``start``) is done."""
-        if self.verbose:
-            print(
-                f"[{type(self).__name__}] {stage}: {time.perf_counter() - start:.2f}s",
-                flush=True,
-            )
-
-    def _choose_solver(self, sw, n_heads=1):
-        """'lbfgs' or 'adam': 'auto' takes Adam above ``AUTO_ADAM_ROWS`` rows
-        for one head, above ``AUTO_ADAM_ROWS_HEADS`` for several."""
-        if self.solver != "auto":
-            return self.solver
-        n_positive = int(np.count_nonzero(to_numpy(sw) > 0))
-        limit = AUTO_ADAM_ROWS if n_heads == 1 else AUTO_ADAM_ROWS_HEADS
-        return "adam" if n_positive > limit else "lbfgs"
-
-    def _set_head_combination(self, heads, head_weights):
-        """Combine the heads with ``head_weights``; set ``loo_prediction_``,
-        ``duplicate_weight_`` and the predictor's noise level from the heads'
-        leave-one-out residuals (see ``_loo_statistics``)."""
-        loo, self.duplicate_weight_ = combine_heads(
-            self.predictor_,
-            heads.residuals,
-            heads.sw,
-            head_weights,
-            rows=heads.rows,
-            duplicate_weight=self.duplicate_weight,
-            heldout=heads.heldout,
-        )
-        self.loo_prediction_ = self.predictor_.output(loo)
-        calibration = self.predictor_.calibration
-        self.calibration_rows_ = self.predictor_.to_model(
-            calibration.rows[calibration.calibration]
-        )
+        return xp, X, Y, sw / xp.sum(sw), single_output
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
@@ -532,4 +426,6 @@ class BaseNWRegressor(
         result = self.predictor_.attention_weights(X, head=head, top_k=top_k)
         if top_k is not None:
             return back(result[0]), back(result[1])
-        return result if self.predictor_.support_index is not None else back(result)
+        return (
+            result if self.predictor_.keys.support_index is not None else back(result)
+        )

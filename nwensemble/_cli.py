@@ -28,10 +28,10 @@ _WHICH_MODEL = """\
 Which to start with on a small table: HeadAllocator(). It fits one head as
 wide as the input (NWAttentionRegressor's model), MultiHeadNW's four heads
 and heads twice their size, and keeps the one with the lowest leave-one-out
-error, for the cost of three fits; over the library's seven benchmark tables
-it beat both. For the fastest fit, NWAttentionRegressor(). Several heads win
-where features act jointly and lose badly where the target grows steeply
-along one feature."""
+error, for the cost of three fits (the documentation's benchmarks page has
+the comparison on real tables). For the fastest fit, NWAttentionRegressor().
+Several heads win where features act jointly and lose badly where the
+target grows steeply along one feature."""
 
 # Folds of the tuned k-NN's inner search (GridSearchCV's default).
 _INNER_FOLDS = 5
@@ -83,7 +83,7 @@ def _demo(args, out):
     )
     nw = dict(device=args.device, random_state=args.random_state)
     if args.device == "cuda":
-        from nwensemble._backend import gpu_namespace
+        from nwensemble._shared.backend import gpu_namespace
 
         try:
             gpu_namespace()  # say at once, not in the middle of the folds

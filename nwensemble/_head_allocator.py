@@ -9,28 +9,27 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
-from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
 from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from nwensemble._allocation import (
+from nwensemble._allocator_scores import fit_and_score_loo, results_table
+from nwensemble._atomic import atomic_fit
+from nwensemble._fit.allocation import (
     candidate_allocations,
     check_budget,
     default_budget,
     theory_allocation,
 )
-from nwensemble._atomic import atomic_fit
-from nwensemble._backend import (
+from nwensemble._multi_head import MultiHeadNWRegressor
+from nwensemble._shared.backend import (
     get_namespace,
-    like_input,
     same_namespace_or_raise,
     to_host,
     where,
 )
-from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._validation import validate_fit_data
 
 
@@ -79,9 +78,8 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         leave-one-out predictions (no refits per fold, as
         :class:`~sklearn.linear_model.RidgeCV` does); the best fit is the
         model. That error is the one the fit minimises, so it is optimistic,
-        and somewhat more so for larger allocations, yet on the library's
-        benchmark tables it chose as well as 5-fold scores and better than
-        3-fold ones (see the User Guide). Otherwise the folds of a
+        and somewhat more so for larger allocations (the User Guide compares
+        it with fold scores). Otherwise the folds of a
         :class:`~sklearn.model_selection.GridSearchCV` over the shortlist
         (an integer gives unshuffled ``KFold``, as there), whose best
         allocation is then refitted on all rows.
@@ -334,7 +332,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         # The rule's allocation alone needs no score to be chosen.
         required = self.strategy == "cv"
         tasks = [
-            delayed(_fit_and_score_loo)(
+            delayed(fit_and_score_loo)(
                 clone(base).set_params(n_heads=H, head_dim=d),
                 X,
                 y,
@@ -367,7 +365,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         scores = np.array([r[1] for r in results])
         fit_times = np.array([r[2] for r in results])
         score_times = np.array([r[3] for r in results])
-        self.cv_results_ = _results_table(candidates, scores, fit_times, score_times)
+        self.cv_results_ = results_table(candidates, scores, fit_times, score_times)
         self.best_index_ = int(np.argmax(scores))
         self.best_score_ = float(scores[self.best_index_])
         if self.refit:
@@ -428,67 +426,3 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
         xp, _ = get_namespace(X)
         return validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False)
-
-
-class _Predictions(RegressorMixin):
-    """Stand-in estimator whose predictions are its input, for scorers."""
-
-    def predict(self, X):
-        return X
-
-
-def _fit_and_score_loo(estimator, X, y, fit_params, scorer, *, required=True):
-    """Fit on all rows; score the exact leave-one-out predictions (NaN for an
-    estimator without them, unless a score is ``required``)."""
-    start = time.perf_counter()
-    estimator.fit(X, y, **fit_params)
-    fit_time = time.perf_counter() - start
-    start = time.perf_counter()
-    loo = getattr(estimator, "loo_prediction_", None)
-    if loo is None and not required:
-        return estimator, float("nan"), fit_time, time.perf_counter() - start
-    if loo is None:
-        raise TypeError(
-            f"HeadAllocator with cv=None scores the leave-one-out predictions "
-            f"of each fit (loo_prediction_), which {type(estimator).__name__} "
-            "does not give; pass cv=5 (or another splitter) instead."
-        )
-    # Scored beside y: the model may compute elsewhere (device='cuda').
-    loo = like_input(y)(loo)
-    xp, _ = get_namespace(y)
-    # Above 2048 rows only a random subset has leave-one-out predictions.
-    computed = xp.isfinite(loo) if loo.ndim == 1 else xp.all(xp.isfinite(loo), axis=1)
-    if not bool(xp.all(computed)):
-        rows = xp.nonzero(computed)[0]
-        loo, y = xp.take(loo, rows, axis=0), xp.take(y, rows, axis=0)
-    score = float(scorer(_Predictions(), loo, y))
-    return estimator, score, fit_time, time.perf_counter() - start
-
-
-def _results_table(candidates, scores, fit_times, score_times):
-    """``cv_results_`` in GridSearchCV's layout; ``scores`` and the times are
-    (n_candidates,) for one leave-one-out 'split' or (n_candidates, k)."""
-    n = len(candidates)
-    scores, fit_times, score_times = (
-        np.asarray(a, dtype=np.float64).reshape(n, -1)
-        for a in (scores, fit_times, score_times)
-    )
-    params = [{"n_heads": H, "head_dim": d} for H, d in candidates]
-    mean = scores.mean(axis=1)
-    table = {
-        "mean_fit_time": fit_times.mean(axis=1),
-        "std_fit_time": fit_times.std(axis=1),
-        "mean_score_time": score_times.mean(axis=1),
-        "std_score_time": score_times.std(axis=1),
-        "param_n_heads": np.array([H for H, _ in candidates]),
-        "param_head_dim": np.array([d for _, d in candidates]),
-        "params": params,
-    }
-    for k in range(scores.shape[1]):
-        table[f"split{k}_test_score"] = scores[:, k]
-    table["mean_test_score"] = mean
-    table["std_test_score"] = scores.std(axis=1)
-    # A score that could not be taken (NaN) ranks last.
-    order = np.where(np.isnan(mean), np.inf, -mean)
-    table["rank_test_score"] = rankdata(order, method="min").astype(np.int32)
-    return table

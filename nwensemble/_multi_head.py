@@ -10,17 +10,17 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from nwensemble._backend import device, namespace_of, to_numpy
 from nwensemble._base import BaseNWRegressor
-from nwensemble._diversity import check_diversity
 from nwensemble._docstrings import fill_doc
-from nwensemble._scaling import power_of_two_scale
+from nwensemble._fit.config import progress
+from nwensemble._fit.diversity import check_diversity
+from nwensemble._shared.backend import device, namespace_of, to_numpy
+from nwensemble._shared.scaling import power_of_two_scale
 from nwensemble.diagnostics import (
     head_diversity_index,
     principal_angles,
     subspace_similarity,
 )
-from nwensemble.diagnostics._bvc import bvc_parts
 
 # The decomposition in fit resamples at most this many training rows: its
 # cost grows with the square of the rows, and its averages settle long before.
@@ -73,10 +73,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         ``early_stopping='auto'`` would train on every row) and keeps the one
         with the least held-out loss: about three fits' time, and 0 when no
         rows can be held out (``early_stopping=False``, fewer than 50 rows).
-        In the user guide's regime map, negative values lowered the test
-        error with a few hundred rows or more and heads of two or more
-        dimensions, and positive ones rarely helped: the joint objective
-        already decorrelates the heads more than pays.
+        The user guide's regime map says where which values paid.
 
     head_weights : {'uniform', 'optimal'}, default='uniform'
         How predictions combine the heads. ``'uniform'``: the plain average.
@@ -107,11 +104,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         ``head_dim = n_features``). ``'auto'`` is
         ``'random'`` for several heads and as in :class:`NWAttentionRegressor`
         for one. Each head's bandwidth is then picked from a grid by its
-        leave-one-out error (with ``'identity'``, each feature's scale too).
-        ``'identity'`` did better on low-dimensional tables whose features
-        all matter, worse where many features are noise (see the user
-        guide's multi-head page). An array is used as given, in the
-        units of ``components_``.
+        leave-one-out error (with ``'identity'``, each feature's scale too;
+        the user guide's multi-head page compares the starts). An array is
+        used as given, in the units of ``components_``.
 
     %(optimisation)s
 
@@ -240,28 +235,30 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         random_state=None,
         verbose=0,
     ):
+        super().__init__(
+            head_dim=head_dim,
+            kernel=kernel,
+            init=init,
+            max_iter=max_iter,
+            tol=tol,
+            solver=solver,
+            batch_size=batch_size,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            standardize=standardize,
+            duplicate_weight=duplicate_weight,
+            warm_start=warm_start,
+            callback=callback,
+            device=device,
+            random_state=random_state,
+            verbose=verbose,
+        )
         self.n_heads = n_heads
-        self.head_dim = head_dim
-        self.kernel = kernel
         self.diversity = diversity
         self.head_weights = head_weights
         self.bvc_resamples = bvc_resamples
         self.n_jobs = n_jobs
-        self.init = init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.batch_size = batch_size
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.standardize = standardize
-        self.duplicate_weight = duplicate_weight
-        self.warm_start = warm_start
-        self.callback = callback
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
 
     def _fit_n_heads(self):
         return self.n_heads
@@ -270,16 +267,16 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         check_diversity(self.diversity, self.n_heads)
         return self.diversity
 
-    def _combine_heads(self, heads):
-        residuals, sw, W_std = heads.residuals, heads.sw, heads.W_std
-        H = self.n_heads
-        xp, dev = namespace_of(self.predictor_.Y)
-        dtype = self.predictor_.Y.dtype
+    def _head_weights(self, fitted):
         if self.head_weights == "optimal":
-            alpha = _optimal_head_weights(residuals, sw)
-        else:
-            alpha = np.full(H, 1.0 / H)
-        self._set_head_combination(heads, alpha.tolist())
+            return _optimal_head_weights(fitted.loo.residuals, fitted.loo.sw).tolist()
+        return np.full(self.n_heads, 1.0 / self.n_heads).tolist()
+
+    def _set_diagnostics(self, fitted):
+        keys, W_std = self.predictor_.keys, fitted.W_std
+        xp, dev = namespace_of(keys.Y)
+        dtype = keys.Y.dtype
+        alpha = self.predictor_.combination.head_weights
         self.head_weights_ = xp.asarray(alpha, dtype=dtype, device=dev)
         self.subspace_similarity_ = xp.asarray(
             subspace_similarity(W_std), dtype=dtype, device=dev
@@ -288,35 +285,39 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             principal_angles(W_std), dtype=dtype, device=dev
         )
         self.hdi_ = head_diversity_index(W_std)
-        self.diversity_ = heads.diversity
-        self.head_correlation_ = _mean_residual_correlation(residuals, sw)
+        self.diversity_ = fitted.solver.diversity
+        self.head_correlation_ = _mean_residual_correlation(
+            fitted.loo.residuals, fitted.loo.sw
+        )
         self.bvc_decomposition_ = None
         if self.bvc_resamples > 0:
             start = time.perf_counter()
             rng = check_random_state(self.random_state)
-            weights = to_numpy(xp.exp(self.predictor_.log_sw)).astype(np.float64)
-            self.bvc_decomposition_ = self._training_bvc(weights, rng=rng, xp=xp)
-            self._progress("bias-variance-covariance decomposition", start)
+            self.bvc_decomposition_ = self._training_bvc(keys, rng=rng)
+            progress(
+                type(self).__name__,
+                self.verbose,
+                "bias-variance-covariance decomposition",
+                start,
+            )
 
-    def _training_bvc(self, sw, *, rng, xp):
+    def _training_bvc(self, keys, *, rng):
         """The decomposition on (at most ``_BVC_MAX_ROWS``) training rows."""
+        xp, Z = keys.xp, keys.Z
+        sw = to_numpy(xp.exp(keys.log_sw)).astype(np.float64)
         positive = np.flatnonzero(sw > 0)
         rows = positive
         if positive.shape[0] > _BVC_MAX_ROWS:
             rows = np.sort(rng.choice(positive, size=_BVC_MAX_ROWS, replace=False))
-        Z, Y = self.predictor_.Z, self.predictor_.Y
         idx = xp.asarray(rows, device=device(Z))
         weights = xp.asarray(sw[rows] / sw[rows].sum(), dtype=Z.dtype, device=device(Z))
-        return bvc_parts(
+        return self.predictor_.bvc(
             xp.take(Z, idx, axis=0),
-            xp.take(Y, idx, axis=0),
+            xp.take(keys.Y, idx, axis=0),
             weights,
-            n_heads=self.n_heads,
             n_resamples=self.bvc_resamples,
             rng=rng,
             n_jobs=self.n_jobs,
-            kernel=self.predictor_.kernel,
-            xp=xp,
         )
 
 

@@ -80,8 +80,9 @@ class NWAttentionRegressor(BaseNWRegressor):
     ``n`` samples, ``p`` features and ``d = head_dim``. Prediction is chunked over
     query rows, so its memory is bounded by scikit-learn's ``working_memory``.
 
-    Fitting with more than 1024 samples first optimises on a random subsample of
-    1024 rows, then refines on all rows; ``n_iter_`` counts both stages.
+    Fitting with L-BFGS on more than 2048 samples first optimises on a random
+    subsample of 1024 rows, then refines on all rows; ``n_iter_`` counts both
+    stages.
 
     With ``sample_weight``, a sample's weight scales both its term in the loss and
     its weight as a key in the attention. The leave-one-out objective means
@@ -131,26 +132,28 @@ class NWAttentionRegressor(BaseNWRegressor):
         random_state=None,
         verbose=0,
     ):
-        self.head_dim = head_dim
-        self.kernel = kernel
-        self.init = init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.batch_size = batch_size
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.standardize = standardize
-        self.duplicate_weight = duplicate_weight
-        self.warm_start = warm_start
-        self.callback = callback
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
+        super().__init__(
+            head_dim=head_dim,
+            kernel=kernel,
+            init=init,
+            max_iter=max_iter,
+            tol=tol,
+            solver=solver,
+            batch_size=batch_size,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            standardize=standardize,
+            duplicate_weight=duplicate_weight,
+            warm_start=warm_start,
+            callback=callback,
+            device=device,
+            random_state=random_state,
+            verbose=verbose,
+        )
 
     def _fit_n_heads(self):
         return 1
 
-    def _combine_heads(self, heads):
-        self._set_head_combination(heads, [1.0])
+    def _head_weights(self, fitted):
+        return [1.0]

@@ -5,7 +5,7 @@
 
 from sklearn.utils.validation import validate_data
 
-from nwensemble._backend import get_namespace
+from nwensemble._shared.backend import get_namespace
 
 
 def validate_fit_data(estimator, X, y):

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from sklearn import config_context  # noqa: E402
 
-from nwensemble._backend import to_numpy  # noqa: E402
+from nwensemble._shared.backend import to_numpy  # noqa: E402
 
 # The same examples on every run, so that a CI result can be reproduced;
 # HYPOTHESIS_PROFILE=explore searches afresh.
@@ -171,7 +171,7 @@ def gpu_stand_in(monkeypatch):
     ``device='cuda'`` does with NumPy input (scikit-learn's dispatch off) runs
     on machines without a GPU."""
     xps = pytest.importorskip("array_api_strict")
-    import nwensemble._backend as backend
+    import nwensemble._shared.backend as backend
 
     dev = xps.Device("device1")
     monkeypatch.setattr(backend, "gpu_namespace", lambda: (xps, dev))

@@ -6,8 +6,9 @@ import pytest
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import NotFittedError
 
-import nwensemble._init_projection
-import nwensemble._predictor
+import nwensemble._base
+import nwensemble._fit.engine
+import nwensemble._fit.start
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 
 X_old, y_old = make_friedman1(n_samples=80, n_features=5, noise=0.5, random_state=0)
@@ -33,9 +34,9 @@ def _interrupt_at_iteration(n):
 # Points inside fit: (module, name) patched to raise, or None for a callback.
 POINTS = {
     "callback": None,
-    "start stage": (nwensemble._init_projection, "_best_scale"),
-    "leave-one-out statistics": (nwensemble._predictor, "loo_head_predictions"),
-    "noise level": (nwensemble._predictor, "loo_spread"),
+    "start stage": (nwensemble._fit.start, "_best_scale"),
+    "leave-one-out statistics": (nwensemble._fit.engine, "_leave_one_out"),
+    "head combination": (nwensemble._base, "combine_heads"),
 }
 
 ESTIMATORS = {

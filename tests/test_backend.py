@@ -9,7 +9,7 @@ from sklearn import config_context
 from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._backend import (
+from nwensemble._shared.backend import (
     get_namespace,
     move_to,
     row_major,
@@ -222,7 +222,7 @@ def test_device_cuda_adam_with_repeated_rows_and_dispatch_off(gpu_stand_in):
     with pytest.warns(ConvergenceWarning):
         reg = NWAttentionRegressor(device="cuda", **params).fit(X, y)
     assert reg.duplicate_weight_ > 0
-    assert reg.predictor_.duplicates.rows.device == dev
+    assert reg.predictor_.combination.duplicates.rows.device == dev
     pred, std = reg.predict(X[:50], return_std=True)
     assert pred.dtype == np.float32 and isinstance(std, np.ndarray)
     assert_allclose(pred, ref.predict(X[:50]), rtol=1e-4, atol=1e-5)
@@ -237,7 +237,7 @@ def test_head_allocator_on_device_cuda_with_dispatch_off(gpu_stand_in, cv, monke
     """The allocator's scores (cross-validated, or leave-one-out without
     refits, here on a subset of rows) and its refit run on the device when
     its estimator has device='cuda'; NumPy in, NumPy out."""
-    monkeypatch.setattr("nwensemble._base.LOO_STATS_ROWS", 100)
+    monkeypatch.setattr("nwensemble._fit.engine.LOO_STATS_ROWS", 100)
     rng = np.random.default_rng(1)
     X, y = rng.standard_normal((150, 4)), rng.standard_normal(150)
     est = MultiHeadNWRegressor(device="cuda", max_iter=3, random_state=0)

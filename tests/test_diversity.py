@@ -7,7 +7,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import MultiHeadNWRegressor
-from nwensemble._diversity import AUTO_CANDIDATES
+from nwensemble._fit.diversity import AUTO_CANDIDATES
 
 
 def test_auto_is_the_fit_of_the_chosen_value(friedman):
@@ -44,9 +44,13 @@ def test_auto_says_what_it_chose(friedman, capsys):
     MultiHeadNWRegressor(
         n_heads=2, head_dim=2, diversity="auto", max_iter=5, random_state=0, verbose=1
     ).fit(X, y)
-    line = next(
-        s for s in capsys.readouterr().out.splitlines() if "diversity='auto'" in s
-    )
+    lines = [s for s in capsys.readouterr().out.splitlines() if "diversity='auto'" in s]
+    # One line before each candidate's fit, then the held-out losses.
+    assert [s.split("candidate ")[1] for s in lines[:-1]] == [
+        f"{i + 1}/{len(AUTO_CANDIDATES)}, diversity={value:g}"
+        for i, value in enumerate(AUTO_CANDIDATES)
+    ]
+    line = lines[-1]
     losses = {
         float(k): float(v)
         for k, v in (

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._duplicates import DuplicateIndex, fit_duplicate_weight
+from nwensemble._shared.duplicates import DuplicateIndex, fit_duplicate_weight
 
 
 def _records(n=240, p=4, n_distinct=120, seed=0):
@@ -146,7 +146,7 @@ def test_weights_and_std_include_the_blend(kernel):
     assert_allclose(pred, reg.predict(Xq), rtol=1e-12)
     assert_allclose(dense.sum(axis=1), 1.0, rtol=1e-12)
     spread = np.sqrt((dense**2).sum(axis=1))
-    assert_allclose(std, spread * reg.predictor_.noise_std[0], rtol=1e-10)
+    assert_allclose(std, spread * reg.predictor_.combination.noise_std[0], rtol=1e-10)
     # A single head's weights are its own, without the blend.
     head = reg.attention_weights(Xq, head=0)
     head = head.toarray() if hasattr(head, "toarray") else head

@@ -14,7 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._allocation import (
+from nwensemble._fit.allocation import (
     DEFAULT_HEADS,
     candidate_allocations,
     default_budget,

@@ -6,7 +6,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._intervals import conformal_rank
+from nwensemble._predict.intervals import conformal_rank
 
 METHODS = ["jackknife+", "adaptive"]
 

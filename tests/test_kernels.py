@@ -5,27 +5,25 @@ import math
 import array_api_compat
 import numpy as np
 import pytest
-from helpers import friedman_split, rmse
+from helpers import friedman_split, make_keys, rmse
 from numpy.testing import assert_allclose
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._attention import log_weights
-from nwensemble._kernels import KERNELS, CompactKernel, Kernel, get_kernel
-from nwensemble._loo_loss import loo_loss_and_grad
-from nwensemble._nw_predict import loo_head_predictions
+from nwensemble._fit.loo_loss import loo_loss_and_grad
+from nwensemble._shared.kernels import KERNELS, CompactKernel, Kernel, resolve_kernel
 from nwensemble.diagnostics import support_fallback
 
 COMPACT = ["epanechnikov", "biweight", "triweight"]
 
 
 def test_kernel_names_degrees_and_error():
-    assert not get_kernel("softmax").compact
-    assert [get_kernel(k).degree for k in COMPACT] == [1, 2, 3]
+    assert not resolve_kernel("softmax").compact
+    assert [resolve_kernel(k).degree for k in COMPACT] == [1, 2, 3]
     assert sorted(KERNELS) == sorted(COMPACT + ["softmax"])
     assert all(isinstance(k, Kernel) and k.name == name for name, k in KERNELS.items())
-    assert get_kernel(KERNELS["biweight"]) is KERNELS["biweight"]
+    assert resolve_kernel("biweight") is KERNELS["biweight"]
     with pytest.raises(ValueError, match="kernel must be one of"):
-        get_kernel("gaussian")
+        resolve_kernel("gaussian")
 
 
 def _compact(degree):
@@ -83,7 +81,8 @@ def test_leave_one_out_gradient_matches_finite_differences(kernel, n_heads):
     Y = rng.standard_normal((n, t))
     sw = rng.uniform(0.2, 1.0, n)
     sw /= sw.sum()
-    degree = get_kernel(kernel).degree
+    kernel = KERNELS[kernel]
+    degree = kernel.degree
     for _ in range(50):  # a W with no pair within 1e-3 of the boundary
         W = 0.6 * rng.standard_normal((p, n_heads * d))
         Z = X @ W
@@ -127,17 +126,12 @@ def test_isolated_rows_fall_back_and_get_no_gradient(kernel, ns):
         )
     )
     xp = array_api_compat.array_namespace(X)
-    loss, grad = loo_loss_and_grad(W, X, Y, sw, xp=xp, kernel=kernel)
+    loss, grad = loo_loss_and_grad(W, X, Y, sw, xp=xp, kernel=KERNELS[kernel])
     assert np.isfinite(loss) and np.all(np.isfinite(ns.check_output(grad)))
-    pred, fell = loo_head_predictions(
-        X @ W,
-        Y,
-        log_weights(sw, xp=xp),
-        xp.arange(4, device=X.device),
-        xp=xp,
-        n_heads=1,
-        kernel=kernel,
-        fallback=True,
+    pred, fell = (
+        make_keys(X @ W, Y, sw, kernel=kernel)
+        .passes()
+        .head_estimates(None, loo_rows=xp.arange(4, device=X.device), fallback=True)
     )
     assert ns.check_output(fell)[0].tolist() == [False, False, False, True]
     assert ns.check_output(pred)[0, 3, 0] == 3.0  # row 2 is row 3's nearest
@@ -256,7 +250,7 @@ def test_compact_kernels_under_array_api_namespaces(kernel, ns, friedman):
 
 
 def to_host(a):
-    from nwensemble._backend import to_numpy
+    from nwensemble._shared.backend import to_numpy
 
     return to_numpy(a)
 

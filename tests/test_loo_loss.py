@@ -1,15 +1,34 @@
 """The training objective: leave-one-out loss and gradient against direct
 formulas, and the heads' ambiguity term (``diversity``)."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+from helpers import make_keys
 from numpy.testing import assert_allclose
 from scipy.optimize import approx_fprime
 
-from nwensemble._attention import log_weights
-from nwensemble._fitting import objective
-from nwensemble._loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
-from nwensemble._nw_predict import loo_head_predictions
+from nwensemble._fit import loo_loss
+from nwensemble._fit.lbfgs import objective
+from nwensemble._shared.kernels import KERNELS
+
+
+def loo_loss_and_grad(W, X, Y, sw, *, kernel="softmax", **options):
+    return loo_loss.loo_loss_and_grad(W, X, Y, sw, kernel=KERNELS[kernel], **options)
+
+
+def loo_loss_and_grad_z(Z, Y, sw, *, kernel="softmax", **options):
+    return loo_loss.loo_loss_and_grad_z(Z, Y, sw, kernel=KERNELS[kernel], **options)
+
+
+def loo_head_predictions(Z, Y, sw, rows, *, n_heads):
+    """Every head's leave-one-out estimates of ``rows`` (softmax)."""
+    return (
+        make_keys(Z, Y, sw, n_heads=n_heads)
+        .passes()
+        .head_estimates(None, loo_rows=rows)
+    )
 
 
 def _naive_loo_loss(W, X, Y, sw):
@@ -128,9 +147,7 @@ def test_ensemble_loss_matches_mean_of_heads(n_heads):
     sw = np.full(30, 1 / 30)
     W = rng.standard_normal((4, 2 * n_heads))
     loss, _ = loo_loss_and_grad(W, X, Y, sw, xp=np, n_heads=n_heads)
-    heads = loo_head_predictions(
-        X @ W, Y, log_weights(sw, xp=np), np.arange(30), xp=np, n_heads=n_heads
-    )
+    heads = loo_head_predictions(X @ W, Y, sw, np.arange(30), n_heads=n_heads)
     R = heads.mean(0) - Y
     assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
 
@@ -164,9 +181,7 @@ def test_loss_is_finite_at_extreme_scales():
 
 def _heads_loo(W, X, Y, sw, n_heads):
     """Every head's leave-one-out estimates (n_heads, n, t), one head at a time."""
-    return loo_head_predictions(
-        X @ W, Y, log_weights(sw, xp=np), np.arange(X.shape[0]), xp=np, n_heads=n_heads
-    )
+    return loo_head_predictions(X @ W, Y, sw, np.arange(X.shape[0]), n_heads=n_heads)
 
 
 @pytest.mark.parametrize("diversity", [-1.0, -0.5, 0.3])
@@ -237,12 +252,12 @@ def test_joint_objective_gradient_with_diversity(t):
     sw /= sw.sum()
     W = rng.standard_normal((5, 6)) * 0.8
 
-    def f(theta):
-        return objective(
-            theta.reshape(W.shape), X, Y, sw, n_heads=3, diversity=0.3, xp=np
-        )[0]
+    config = SimpleNamespace(kernel=KERNELS["softmax"], n_heads=3, diversity=0.3)
 
-    _, grad = objective(W, X, Y, sw, n_heads=3, diversity=0.3, xp=np)
+    def f(theta):
+        return objective(theta.reshape(W.shape), X, Y, sw, config=config, xp=np)[0]
+
+    _, grad = objective(W, X, Y, sw, config=config, xp=np)
     step = 1e-6
     numeric = np.array(
         [

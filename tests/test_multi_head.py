@@ -228,8 +228,8 @@ def test_std_matches_spread_of_a_fixed_smoother():
         model = MultiHeadNWRegressor(**kw).fit(X, y)
         pred, std = model.predict(Xq, return_std=True)
         preds.append(pred)
-        spreads.append(std / float(model.predictor_.noise_std[0]))
-        assert 0.5 <= float(model.predictor_.noise_std[0]) <= 0.7
+        spreads.append(std / float(model.predictor_.combination.noise_std[0]))
+        assert 0.5 <= float(model.predictor_.combination.noise_std[0]) <= 0.7
     empirical = np.std(preds, axis=0)
     # 300 draws: the empirical std is good to about 4 % (1 / sqrt(2 * 300)).
     at_true_noise = 0.5 * spreads[0]
@@ -266,7 +266,7 @@ def test_std_multi_output_and_noise_scale():
     model = NWAttentionRegressor(random_state=0).fit(X, Y)
     pred, std = model.predict(X[:5], return_std=True)
     assert pred.shape == std.shape == (5, 2)
-    assert_allclose(model.predictor_.noise_std, [0.1, 1.0], rtol=0.2)
+    assert_allclose(model.predictor_.combination.noise_std, [0.1, 1.0], rtol=0.2)
 
 
 def test_same_fit_under_namespaces(ns, friedman):

@@ -1,13 +1,12 @@
-"""The L-BFGS driver's thread handling and early stopping."""
+"""The L-BFGS driver and its thread handling."""
 
 import time
 
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from nwensemble._optim import (
+from nwensemble._fit.optim import (
     BlasThreads,
-    EarlyStopping,
     LBFGSRun,
     _other_blas_single_threaded,
     fit_threads,
@@ -42,18 +41,6 @@ def test_lbfgs_run_minimises_a_quadratic():
     result = run.run(np.zeros(4), max_iter=50, tol=1e-10)
     np.testing.assert_allclose(result.x, target, atol=1e-6)
     assert len(run.loss_curve) == result.nit
-
-
-def test_early_stopping_keeps_best_and_stops():
-    """The monitor keeps the best parameters and stops after its patience."""
-    losses = iter([1.0, 0.5, 0.6, 0.7, 0.8])
-    monitor = EarlyStopping(lambda theta: next(losses), patience=3, tol=0.0)
-    monitor.start(np.array([0.0]))
-    assert not monitor.update(np.array([1.0]))
-    assert not monitor.update(np.array([2.0]))
-    assert not monitor.update(np.array([3.0]))
-    assert monitor.update(np.array([4.0]))
-    np.testing.assert_array_equal(monitor.best_theta, [1.0])
 
 
 def _numpy_blas_threads():

@@ -8,10 +8,13 @@ from sklearn.datasets import make_friedman1
 from sklearn.model_selection import LeaveOneOut, cross_val_predict
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._fitting import FitConfig, SolverResult, fit_lbfgs, scaled_targets
-from nwensemble._init_projection import initial_projection
-from nwensemble._predictor import NWPredictor
-from nwensemble._stochastic import fit_adam
+from nwensemble._fit.adam import fit_adam
+from nwensemble._fit.config import FitConfig, SolverResult
+from nwensemble._fit.engine import scaled_targets
+from nwensemble._fit.lbfgs import fit_lbfgs
+from nwensemble._fit.start import initial_projection
+from nwensemble._predict.predictor import NWPredictor
+from nwensemble._shared.kernels import resolve_kernel
 
 
 def test_loo_prediction_is_leave_one_out_with_fixed_projection():
@@ -29,7 +32,7 @@ def test_loo_prediction_is_leave_one_out_with_fixed_projection():
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_loo_prediction_is_nan_outside_the_sampled_rows(monkeypatch):
-    monkeypatch.setattr("nwensemble._base.LOO_STATS_ROWS", 50)
+    monkeypatch.setattr("nwensemble._fit.engine.LOO_STATS_ROWS", 50)
     X, y = make_friedman1(n_samples=120, n_features=5, random_state=0)
     Y = np.column_stack([y, -y])
     reg = MultiHeadNWRegressor(n_heads=2, max_iter=3, bvc_resamples=0).fit(X, Y)
@@ -39,12 +42,24 @@ def test_loo_prediction_is_nan_outside_the_sampled_rows(monkeypatch):
     assert np.all(np.isnan(reg.loo_prediction_[~computed]))
 
 
+def test_predictor_is_built_once_and_frozen():
+    """The fitted model is a value: neither the predictor nor its parts take
+    new attributes after fit."""
+    import dataclasses
+
+    X, y = make_friedman1(n_samples=60, n_features=5, random_state=1)
+    predictor = NWAttentionRegressor(max_iter=3).fit(X, y).predictor_
+    for value in (predictor, predictor.keys, predictor.combination):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.n_heads = 3
+
+
 def test_predictor_surface_matches_the_estimator():
     X, y = make_friedman1(n_samples=80, n_features=5, random_state=1)
     reg = MultiHeadNWRegressor(n_heads=2, head_dim=2, bvc_resamples=0).fit(X, y)
     predictor = reg.predictor_
     assert isinstance(predictor, NWPredictor)
-    assert predictor.n_heads == 2 and predictor.kernel.name == "softmax"
+    assert predictor.n_heads == 2 and predictor.keys.kernel.name == "softmax"
     assert predictor.n_samples_fit == 80
     assert_allclose(predictor.project(X[:5]), reg.transform(X[:5]))
     assert_allclose(predictor.predict(X[:5]), reg.predict(X[:5]))
@@ -58,14 +73,18 @@ def test_the_fitting_engine_runs_without_an_estimator(solve):
     Xs = (X - X.mean(0)) / X.std(0)
     sw = np.full(len(y), 1.0 / len(y))
     Ys = scaled_targets(y[:, None], sw, xp=np)
-    config = FitConfig(head_dim=2, max_iter=5, batch_size=32)
+    params = MultiHeadNWRegressor(head_dim=2, max_iter=5, batch_size=32).get_params()
+    config = FitConfig.from_params(
+        params,
+        kernel=resolve_kernel("softmax"),
+        n_heads=2,
+        diversity=0.0,
+        callback=None,
+        name="engine",
+    )
     rng = np.random.default_rng(0)
-    W0 = initial_projection(
-        config, None, Xs, Ys, sw, np.ones(5), n_heads=2, rng=rng, xp=np
-    )
-    result = solve(
-        config, W0, Xs, Ys, sw, n_heads=2, as_components=lambda W: W, rng=rng, xp=np
-    )
+    W0 = initial_projection(config, None, Xs, Ys, sw, np.ones(5), rng=rng, xp=np)
+    result = solve(config, W0, Xs, Ys, sw, rng=rng, xp=np)
     assert isinstance(result, SolverResult)
     assert result.W.shape == W0.shape == (5, 4)
     assert 0 < result.n_iter <= 5 and len(result.loss_curve) == result.n_iter

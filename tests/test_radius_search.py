@@ -5,10 +5,10 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 
-import nwensemble._predictor as predictor_module
-import nwensemble._radius_search as radius_search
+import nwensemble._shared.kernels as kernels_module
+import nwensemble._shared.radius_search as radius_search
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._nw_predict import iter_head_attention
+from nwensemble._shared.passes import iter_head_attention
 
 
 @pytest.mark.parametrize("kernel", ["epanechnikov", "biweight", "triweight"])
@@ -20,9 +20,9 @@ def test_search_prediction_equals_dense(kernel, monkeypatch, friedman):
         n_heads=2, head_dim=3, kernel=kernel, random_state=0, bvc_resamples=0
     ).fit(X, Y2, sample_weight=sw)
     Xq = np.vstack([X[:60] + 0.1, np.full((1, X.shape[1]), 1e6)])
-    monkeypatch.setattr(predictor_module, "SEARCH_MIN_ROWS", 10**9)
+    monkeypatch.setattr(kernels_module, "SEARCH_MIN_ROWS", 10**9)
     dense = reg.predict(Xq)
-    monkeypatch.setattr(predictor_module, "SEARCH_MIN_ROWS", 1)
+    monkeypatch.setattr(kernels_module, "SEARCH_MIN_ROWS", 1)
     # Small search chunks, so the threaded path runs several tasks.
     monkeypatch.setattr(radius_search, "_SEARCH_CHUNK", 16)
     searched = reg.predict(Xq)
@@ -39,15 +39,7 @@ def test_sparse_weights_equal_dense_weights(friedman, monkeypatch):
     Xq = X[:25] - 0.05
     Q = reg.transform(Xq)
     dense = [None] * 3
-    for _, h, E, num, _ in iter_head_attention(
-        Q,
-        reg.predictor_.Z,
-        reg.predictor_.Y,
-        reg.predictor_.log_sw,
-        xp=np,
-        n_heads=3,
-        kernel="triweight",
-    ):
+    for _, h, E, num, _ in iter_head_attention(Q, reg.predictor_.keys):
         dense[h] = E / num[:, -1:]
     for h in range(3):
         got = reg.attention_weights(Xq, head=h)
@@ -89,11 +81,11 @@ def test_locality_order_is_a_permutation_along_the_curve():
 def test_no_queries_give_empty_weights(friedman):
     X, y = friedman
     reg = NWAttentionRegressor(kernel="epanechnikov", random_state=0).fit(X, y)
-    index = reg.predictor_.support_index
+    index = reg.predictor_.keys.support_index
     Q = np.zeros((0, index[0].tree.data.shape[1]))
     K, empty = index[0].weights(Q)
     assert K.shape == (0, X.shape[0]) and empty.shape == (0,)
-    Y = reg.predictor_.Y
+    Y = reg.predictor_.keys.Y
     assert radius_search.sparse_predict(
         Q, index, Y, n_heads=1, head_weights=[1.0]
     ).shape == (0, Y.shape[1])

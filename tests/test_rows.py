@@ -3,7 +3,7 @@
 import numpy as np
 from numpy.testing import assert_allclose, assert_array_equal
 
-from nwensemble._rows import subsample, take_rows
+from nwensemble._shared.rows import subsample, take_rows
 
 
 def test_take_rows_renormalises_the_weights():

@@ -10,7 +10,6 @@ from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._base import AUTO_ADAM_ROWS, AUTO_ADAM_ROWS_HEADS
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +52,6 @@ def test_adam_multi_head_with_diversity(data):
         model.fit(X, y)
     assert model.components_.shape == (3, 2, 6)
     assert np.isfinite(rmse(model, Xt, yt))
-
-
-def test_auto_solver_switches_on_size():
-    reg = NWAttentionRegressor()
-    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS)) == "lbfgs"
-    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS + 1)) == "adam"
-    # zero-weight rows do not count
-    sw = np.r_[np.ones(AUTO_ADAM_ROWS), np.zeros(50)]
-    assert reg._choose_solver(sw) == "lbfgs"
-    # several heads take Adam sooner
-    assert AUTO_ADAM_ROWS_HEADS < AUTO_ADAM_ROWS
-    reg = MultiHeadNWRegressor()
-    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS_HEADS), n_heads=4) == "lbfgs"
-    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS_HEADS + 1), n_heads=4) == "adam"
-    assert reg._choose_solver(np.ones(AUTO_ADAM_ROWS_HEADS + 1), n_heads=1) == "lbfgs"
-    assert (
-        MultiHeadNWRegressor(solver="lbfgs")._choose_solver(
-            np.ones(AUTO_ADAM_ROWS + 1), n_heads=4
-        )
-        == "lbfgs"
-    )
 
 
 def test_adam_same_under_namespaces(ns):
@@ -147,7 +125,7 @@ def test_verbose_reports_epochs_with_time_left(data, capsys):
 def test_scale_search_finds_the_grid_minimum(monkeypatch):
     """The halving search over the factor on W's scale picks the quarter
     power of two with the least held-out loss, here set to a known one."""
-    from nwensemble import _stochastic
+    from nwensemble._fit import adam
 
     for best in (-1.0, -0.75, 0.25, 1.5, 2.75, 3.0):
         seen = []
@@ -157,10 +135,8 @@ def test_scale_search_finds_the_grid_minimum(monkeypatch):
             seen.append(e)
             return (e - best) ** 2
 
-        monkeypatch.setattr(_stochastic, "heldout_loss", loss)
-        W = _stochastic._calibrate_scale(
-            np.ones((2, 2)), (), (), n_heads=1, kernel="softmax", xp=np
-        )
+        monkeypatch.setattr(adam, "heldout_loss", loss)
+        W = adam._calibrate_scale(np.ones((2, 2)), (), (), n_heads=1, kernel=None)
         assert W[0, 0] == 2.0**best
         assert len(set(seen)) <= 9
 

@@ -6,7 +6,7 @@ and the smooth diversity penalty the estimators train with."""
 
 import numpy as np
 
-from nwensemble._backend import to_numpy
+from nwensemble._shared.backend import to_numpy
 
 
 def _as_heads(components):

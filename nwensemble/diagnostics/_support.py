@@ -5,7 +5,7 @@
 
 from sklearn.utils.validation import check_is_fitted
 
-from nwensemble._backend import like_input
+from nwensemble._shared.backend import like_input
 
 
 def support_fallback(estimator, X):

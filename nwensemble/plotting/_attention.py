@@ -6,8 +6,8 @@
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from nwensemble._backend import to_numpy
 from nwensemble._docstrings import fill_doc
+from nwensemble._shared.backend import to_numpy
 from nwensemble.plotting._common import axes_or_new, import_pyplot
 
 

@@ -25,12 +25,11 @@ import time
 
 import numpy as np
 
-from nwensemble._backend import device, to_numpy
-from nwensemble._fitting import SolverResult, split_validation
-from nwensemble._loo_loss import loo_loss_and_grad
-from nwensemble._nw_predict import heldout_loss
-from nwensemble._optim import EarlyStopping
-from nwensemble._rows import take_rows
+from nwensemble._fit.config import SolverResult
+from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
+from nwensemble._fit.loo_loss import loo_loss_and_grad
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.rows import take_rows
 
 # batch_size="auto": rows per minibatch.
 AUTO_BATCH = 1024
@@ -44,16 +43,16 @@ _VALIDATION_ROWS = 1000
 _SCALE_EXPONENTS = (-1.0, 0.0, 1.0, 2.0, 3.0)
 
 
-def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
+def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     """Adam over minibatch epochs from ``W0``, early-stopped on held-out rows.
 
-    A solver (see ``_fitting.SolverResult``): ``n_iter`` counts epochs and
+    A solver (see ``config.SolverResult``): ``n_iter`` counts epochs and
     ``n_fev`` minibatch steps.
     """
     p, k = W0.shape
     dev = device(Xs)
     n_params = p * k
-    diversity = config.diversity
+    n_heads = config.n_heads
     train, val, val_rows = split_validation(
         config, Xs, Ys, sw, n_params, rng=rng, xp=xp, force=True
     )
@@ -77,16 +76,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
     monitor = EarlyStopping(
         lambda W: (
             heldout_loss(
-                W,
-                Xv,
-                Yv,
-                swv,
-                Xt,
-                Yt,
-                swt,
-                xp=xp,
-                n_heads=n_heads,
-                kernel=config.kernel,
+                W, Xv, Yv, swv, Xt, Yt, swt, kernel=config.kernel, n_heads=n_heads
             )
             if scored
             else curve[-1]
@@ -118,7 +108,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
                 workspace=workspace,
                 loss_as_array=True,
                 kernel=config.kernel,
-                diversity=diversity,
+                diversity=config.diversity,
             )
             n_steps += 1
             m = b1 * m + (1.0 - b1) * grad
@@ -143,7 +133,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
                 flush=True,
             )
         if config.callback is not None:
-            config.callback(as_components(to_numpy(W).astype(np.float64)), epochs)
+            config.callback(to_numpy(W).astype(np.float64), epochs)
         if stop:
             at_max_iter = False
             break
@@ -153,7 +143,6 @@ def fit_adam(config, W0, Xs, Ys, sw, *, n_heads, as_components, rng, xp):
         train,
         n_heads=n_heads,
         kernel=config.kernel,
-        xp=xp,
     )
     W = to_numpy(W).astype(np.float64)
     return SolverResult(W, epochs, n_steps, curve, at_max_iter, val_rows)
@@ -168,7 +157,7 @@ def _validation_subset(val, *, rng, xp):
     return take_rows(Xv, Yv, swv, rows, xp=xp)
 
 
-def _calibrate_scale(W, val, train, *, n_heads, kernel, xp):
+def _calibrate_scale(W, val, train, *, n_heads, kernel):
     """``W`` times the factor ``2^e`` (``e`` in [-1, 3], a multiple of 1/4)
     with the least held-out loss when the held-out rows attend to all
     training rows.
@@ -183,7 +172,7 @@ def _calibrate_scale(W, val, train, *, n_heads, kernel, xp):
     def loss(e):
         if e not in losses:
             value = heldout_loss(
-                W * 2.0**e, *val, *train, xp=xp, n_heads=n_heads, kernel=kernel
+                W * 2.0**e, *val, *train, kernel=kernel, n_heads=n_heads
             )
             losses[e] = value if np.isfinite(value) else np.inf
         return losses[e]

@@ -19,8 +19,8 @@ import math
 import numpy as np
 from scipy import sparse
 
-from nwensemble._backend import device, to_numpy
-from nwensemble._scaling import power_of_two_scale
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.scaling import power_of_two_scale
 
 
 def _lexsort_rows(A, *, xp):

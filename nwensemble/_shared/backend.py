@@ -251,7 +251,8 @@ def to_host(value):
         return out
     if type(value).__module__.startswith("nwensemble.") and hasattr(value, "__dict__"):
         out = copy.copy(value)
-        out.__dict__ = to_host(dict(value.__dict__))
+        # Updated in place: frozen dataclasses refuse attribute assignment.
+        vars(out).update(to_host(dict(vars(value))))
         return out
     return value
 

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from nwensemble._backend import device, to_numpy
+from nwensemble._shared.backend import device, to_numpy
 
 # Candidate exponents; lambda = 1 is a linear map.
 _LAMBDAS = np.round(np.arange(-2.0, 4.0001, 0.1), 10)

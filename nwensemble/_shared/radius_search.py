@@ -7,8 +7,9 @@ with positive weight) finds them without touching the others; the weights
 follow from the distances and form a sparse matrix, so prediction costs
 O(m (log n + neighbours)) per head instead of O(m n).
 
-The tree lives on the host. Prediction uses it for NumPy input; for arrays
-of other namespaces (a GPU) prediction keeps the dense blocks on the device,
+The tree lives on the host. Prediction uses it for NumPy input
+(``RadiusSearchPasses``, which the compact kernels choose); for arrays of
+other namespaces (a GPU) prediction keeps the dense blocks on the device,
 and only ``attention_weights`` (a host ``scipy.sparse`` result anyway) and
 the fallback diagnostic use the tree.
 """
@@ -22,11 +23,11 @@ from scipy import sparse
 from sklearn.neighbors import KDTree
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
-from nwensemble._attention import EMPTY_ROW_SUMS
-from nwensemble._backend import to_numpy
+from nwensemble._shared.attention import EMPTY_ROW_SUMS
+from nwensemble._shared.backend import to_numpy
+from nwensemble._shared.passes import BlockPasses, uniform_or
 
-# KDTree leaf size: the fastest of 10, 20, 40 and 80 for a small head on
-# tens of thousands of rows (performance notes).
+# KDTree leaf size (measured in the performance notes).
 _LEAF_SIZE = 80
 # Queries per task of the threaded search (the tree releases the GIL).
 _SEARCH_CHUNK = 4096
@@ -210,3 +211,20 @@ def sparse_predict(Q, index, Y, *, n_heads, head_weights):
         if parts:
             est[order] += np.concatenate(parts)
     return est
+
+
+class RadiusSearchPasses(BlockPasses):
+    """``BlockPasses`` whose ensemble estimates attend only to the rows the
+    radius search finds (the keys' ``support_index``); the other passes
+    run in blocks."""
+
+    def estimates(self, Q, head_weights=None):
+        keys = self.keys
+        Y_hat = sparse_predict(
+            Q,
+            keys.support_index,
+            keys.Y,
+            n_heads=keys.n_heads,
+            head_weights=uniform_or(head_weights, keys.n_heads),
+        )
+        return Y_hat.astype(Q.dtype, copy=False)

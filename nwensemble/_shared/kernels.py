@@ -13,9 +13,13 @@ triweight kernels, the alpha-entmax attentions with ``alpha = 1 + 1/k`` of the
 sparse-attention seed document.
 
 A kernel answers what the forward pass, the backward pass, the radius search
-and prediction ask of it; a new kernel is one subclass of ``Kernel`` (of
-``CompactKernel`` for one that vanishes beyond a radius), registered in
-``KERNELS``.
+and prediction ask of it, and chooses how the passes over the keys run
+(``passes``): the blocks every namespace can take, or a fast path of its
+own on the host (the softmax tiles, the compact kernels' radius search). A
+new kernel is one subclass of ``Kernel`` (of ``CompactKernel`` for one that
+vanishes beyond a radius), registered in ``KERNELS``; the estimators resolve
+their ``kernel`` parameter once (``resolve_kernel``) and everything below
+them takes the ``Kernel`` object.
 """
 
 # Authors: The nwensemble developers
@@ -23,8 +27,15 @@ and prediction ask of it; a new kernel is one subclass of ``Kernel`` (of
 
 import numpy as np
 
-from nwensemble._attention import attend, attend_compact, key_bias
-from nwensemble._backend import eager_host, maximum_inplace, takes_out
+from nwensemble._shared.attention import attend, attend_compact, key_bias
+from nwensemble._shared.backend import eager_host, maximum_inplace, takes_out
+from nwensemble._shared.passes import BlockPasses
+from nwensemble._shared.radius_search import RadiusSearchPasses, build_support_index
+from nwensemble._shared.tiles import TilePasses
+
+# Compact kernels predict on the host through the radius search from this
+# many training rows on (below, the dense blocks are as fast).
+SEARCH_MIN_ROWS = 4096
 
 
 class Kernel:
@@ -43,16 +54,23 @@ class Kernel:
         ``_loo_loss``).
     own_derivative : bool
         ``dE / ds = E``: the forward pass's block serves the backward pass.
-    tiles_on_host : bool
-        Prediction on the host runs through cache-sized tiles
-        (``_nw_predict``) instead of blocks.
     """
 
     name = None
     compact = False
     shift_invariant = False
     own_derivative = False
-    tiles_on_host = False
+
+    def passes(self, keys):
+        """How passes over ``keys`` (a ``Keys``) run: an object with the
+        methods of ``BlockPasses``. The base class takes the blocks; a
+        kernel with a faster path where the keys live returns it here, and
+        this is the only place that chooses it."""
+        return BlockPasses(keys)
+
+    def search_index(self, Z, log_sw, *, n_heads):
+        """What ``passes`` may search the keys with (None: nothing)."""
+        return None
 
     def keys(self, Z, log_sw, *, xp):
         """``(bias, weight)`` of one head's keys ``Z`` (n, d) for ``attend``."""
@@ -84,7 +102,14 @@ class Softmax(Kernel):
     name = "softmax"
     shift_invariant = True
     own_derivative = True
-    tiles_on_host = True
+
+    def passes(self, keys):
+        # On the host, tiles sized for a core's cache. On a GPU each tile
+        # would cost several kernel launches and every row of tiles a
+        # read-back, while the blocks, sized by working_memory, are few.
+        if eager_host(keys.xp):
+            return TilePasses(keys)
+        return BlockPasses(keys)
 
     def keys(self, Z, log_sw, *, xp):
         # The log weights ride in the per-key logit offset.
@@ -111,6 +136,20 @@ class CompactKernel(Kernel):
     def radius(self):
         """Radius of the support in the learned space: ``sqrt(2 k)``."""
         return (2.0 * self.degree) ** 0.5
+
+    def passes(self, keys):
+        # The tree lives on the host: arrays of other namespaces keep the
+        # dense blocks on their device.
+        searchable = (
+            keys.support_index is not None
+            and keys.n_samples >= SEARCH_MIN_ROWS
+            and eager_host(keys.xp)
+        )
+        return RadiusSearchPasses(keys) if searchable else BlockPasses(keys)
+
+    def search_index(self, Z, log_sw, *, n_heads):
+        """A radius-search index per head (see ``radius_search``)."""
+        return build_support_index(Z, log_sw, n_heads=n_heads, kernel=self)
 
     def keys(self, Z, log_sw, *, xp):
         # Weights multiply the kernel (None when all are equal, which saves a
@@ -202,10 +241,9 @@ class Triweight(CompactKernel):
 KERNELS = {k.name: k for k in (Softmax(), Epanechnikov(), Biweight(), Triweight())}
 
 
-def get_kernel(kernel):
-    """The ``Kernel`` named ``kernel`` (a kernel object is returned as is)."""
-    if isinstance(kernel, Kernel):
-        return kernel
+def resolve_kernel(kernel):
+    """The ``Kernel`` named ``kernel``: called once, where an estimator's
+    parameters become the fitting engine's configuration."""
     try:
         return KERNELS[kernel]
     except KeyError:

@@ -19,7 +19,7 @@ import math
 
 from sklearn import get_config
 
-from nwensemble._backend import (
+from nwensemble._shared.backend import (
     device,
     eager_host,
     exp_inplace,

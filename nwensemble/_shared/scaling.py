@@ -6,7 +6,7 @@ residuals neither overflow nor underflow at any scale of the data."""
 
 import math
 
-from nwensemble._backend import namespace_of
+from nwensemble._shared.backend import namespace_of
 
 
 def power_of_two_scale(A):

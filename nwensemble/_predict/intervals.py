@@ -8,17 +8,14 @@ the local error."""
 
 import math
 import warnings
+from dataclasses import dataclass
 from numbers import Real
+from typing import Any
 
 import numpy as np
 
-from nwensemble._backend import namespace_of
-from nwensemble._nw_predict import (
-    iter_head_attention,
-    loo_predict_with_squared_spread,
-    nw_predict,
-    nw_predict_with_spread,
-)
+from nwensemble._shared.backend import device
+from nwensemble._shared.passes import over_heads
 
 METHODS = ("jackknife+", "adaptive")
 
@@ -27,10 +24,11 @@ METHODS = ("jackknife+", "adaptive")
 _ALL_WEIGHT = 1e-6
 
 
+@dataclass(frozen=True, eq=False)
 class Calibration:
     """The leave-one-out residuals that calibrate the intervals.
 
-    Parameters
+    Attributes
     ----------
     rows : ndarray of int
         Training rows with a leave-one-out residual (positive weight).
@@ -42,10 +40,9 @@ class Calibration:
         (their residuals owe nothing to the projection), else all.
     """
 
-    def __init__(self, rows, residuals, calibration):
-        self.rows = rows
-        self.residuals = residuals
-        self.calibration = calibration
+    rows: np.ndarray
+    residuals: Any
+    calibration: np.ndarray
 
 
 def interval_alpha(confidence_level, method):
@@ -72,9 +69,11 @@ def conformal_rank(n_calibration, alpha):
     return int(math.floor(alpha * (n_calibration + 1) + 1e-9))
 
 
-def predict_interval(predictor, Q, *, alpha, method):
+def predict_interval(keys, combination, Q, *, alpha, method):
     """The heads' estimates ``mu`` (m, t) of the projected queries ``Q`` and
-    the offsets (m, t, 2) of the lower and upper bounds from them.
+    the offsets (m, t, 2) of the lower and upper bounds from them, for a
+    model with training rows ``keys`` whose heads combine as
+    ``combination`` (a ``HeadCombination``).
 
     For each calibration row ``i`` with residual ``R_i`` and each query ``x``,
     ``mu_{-i}(x)`` is the ensemble's estimate without row ``i`` (every head's
@@ -86,8 +85,9 @@ def predict_interval(predictor, Q, *, alpha, method):
     estimates come from the same attention blocks, so that the bounds cost
     one pass over the training rows, not two.
     """
-    xp, dev = namespace_of(predictor.Z)
-    cal = predictor.calibration
+    xp, dev = keys.xp, device(keys.Z)
+    cal = combination.calibration
+    alpha_h = combination.head_weights
     pos = xp.asarray(cal.calibration, device=dev)
     cal_rows = xp.asarray(cal.rows[cal.calibration], device=dev)
     R = xp.abs(xp.take(cal.residuals, pos, axis=0))  # (c, t)
@@ -100,21 +100,16 @@ def predict_interval(predictor, Q, *, alpha, method):
             f"{math.ceil(1 / alpha) - 1}); the bounds are infinite.",
             UserWarning,
         )
-        mu = nw_predict(Q, *predictor._keys(), **_combined(predictor))
+        mu = keys.passes().estimates(Q, alpha_h)
         inf = xp.full(mu.shape, float("inf"), dtype=mu.dtype, device=dev)
         return mu, xp.stack([-inf, inf], axis=-1)
     scale_q = None
     if method == "adaptive":
-        scale_q, scale_cal = local_scale(predictor, Q, pos)
+        scale_q, scale_cal = local_scale(keys, combination, Q, pos)
         R = R / scale_cal
-    Y_cal = xp.take(predictor.Y, cal_rows, axis=0)
-    alpha_h = predictor.head_weights
-    estimates, lower, upper = [], [], []
-    mu = None
-    M = None
-    for rows, h, E, num, _ in iter_head_attention(
-        Q, *predictor._keys(), **predictor._how()
-    ):
+    Y_cal = xp.take(keys.Y, cal_rows, axis=0)
+
+    def estimate_and_left_out(h, E, num, fallback):
         s = num[:, -1:]
         est = num[:, :-1] / s  # (b, t)
         w = xp.take(E, cal_rows, axis=1) / s  # (b, c)
@@ -125,21 +120,21 @@ def predict_interval(predictor, Q, *, alpha, method):
             :, :, None
         ]
         left_out = xp.where(safe[:, :, None], left_out, est[:, None, :])
-        part_mu, part_M = alpha_h[h] * est, alpha_h[h] * left_out
-        mu = part_mu if h == 0 else mu + part_mu
-        M = part_M if h == 0 else M + part_M
-        if h == predictor.n_heads - 1:
-            spread = R[None, :, :]
-            if scale_q is not None:
-                spread = spread * scale_q[rows, :][:, None, :]
-            estimates.append(mu)
-            lower.append(xp.sort(M - spread, axis=1)[:, k - 1, :] - mu)
-            upper.append(xp.sort(M + spread, axis=1)[:, n_cal - k, :] - mu)
+        return alpha_h[h] * est, alpha_h[h] * left_out
+
+    estimates, lower, upper = [], [], []
+    for rows, (mu, M) in over_heads(Q, keys, estimate_and_left_out):
+        spread = R[None, :, :]
+        if scale_q is not None:
+            spread = spread * scale_q[rows, :][:, None, :]
+        estimates.append(mu)
+        lower.append(xp.sort(M - spread, axis=1)[:, k - 1, :] - mu)
+        upper.append(xp.sort(M + spread, axis=1)[:, n_cal - k, :] - mu)
     offsets = [xp.concat(parts, axis=0) for parts in (lower, upper)]
     return xp.concat(estimates, axis=0), xp.stack(offsets, axis=-1)
 
 
-def local_scale(predictor, Q, positions):
+def local_scale(keys, combination, Q, positions):
     """The local error scale ``sigma`` of the queries ``Q`` (m, t) and of the
     residual rows at ``positions`` (an index into the calibration's rows),
     each of those left out of its own scale (c, t).
@@ -152,23 +147,18 @@ def local_scale(predictor, Q, positions):
     shrinkage keeps the scale away from zero where a few neighbours happen
     to fit well.
     """
-    xp, dev = namespace_of(predictor.Z)
-    cal = predictor.calibration
-    rows = xp.asarray(cal.rows, device=dev)
+    xp = keys.xp
+    cal = combination.calibration
+    alpha = combination.head_weights
     R2 = cal.residuals * cal.residuals
-    Z = xp.take(predictor.Z, rows, axis=0)
-    log_sw = xp.take(predictor.log_sw, rows, axis=0)
-    how = _combined(predictor)
+    # The rows with residuals as keys, their squared residuals as targets.
+    passes = keys.take(xp.asarray(cal.rows, device=device(keys.Z)), Y=R2).passes()
     m_all = xp.mean(R2, axis=0)
-    local_q, spread = nw_predict_with_spread(Q, Z, R2, log_sw, **how)
+    local_q, sq_q = passes.estimates_and_squared_spread(Q, alpha)
+    spread = xp.sqrt(sq_q)
     scale_q = _shrunk(local_q, 1.0 / (spread * spread), m_all, xp=xp)
-    local_r, sq = loo_predict_with_squared_spread(Z, R2, log_sw, positions, **how)
+    local_r, sq = passes.estimates_and_squared_spread(None, alpha, loo_rows=positions)
     return scale_q, _shrunk(local_r, 1.0 / sq, m_all, xp=xp)
-
-
-def _combined(predictor):
-    """Keywords of an attention pass that combines the heads as fitted."""
-    return dict(predictor._how(), head_weights=predictor.head_weights)
 
 
 def _shrunk(local, n_eff, overall, *, xp):

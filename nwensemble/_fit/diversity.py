@@ -9,10 +9,9 @@ import math
 
 import numpy as np
 
-from nwensemble._backend import device, to_numpy
-from nwensemble._fitting import EARLY_STOPPING_MIN_ROWS
-from nwensemble._nw_predict import heldout_loss
-from nwensemble._rows import take_rows
+from nwensemble._fit.early_stopping import heldout_loss, holds_out
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.rows import take_rows
 
 # The values 'auto' compares: the ensemble's own objective first, then
 # halfway to and at independent heads. Positive values (negative correlation
@@ -40,50 +39,46 @@ def check_diversity(diversity, n_heads):
         )
 
 
-def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, n_heads, rng, xp, **kw):
+def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, rng, xp):
     """Run the solver ``solve`` with ``config.diversity``, choosing it first
     when it is ``'auto'``.
 
     Returns the solver's ``SolverResult`` with ``diversity`` set to the value
     used. With ``'auto'`` each of ``AUTO_CANDIDATES`` is fitted from ``W0``
     with the same random state, hence the same held-out rows (held out
-    whenever ``early_stopping='auto'`` would allow it, that is from
-    ``EARLY_STOPPING_MIN_ROWS`` rows); the candidate with the least held-out
-    loss is kept (the first, ``0``, on a tie). A fit that holds no rows out
-    (``early_stopping=False`` or too few rows) has nothing to choose on and
-    uses ``0``, as does one head.
+    whenever ``early_stopping='auto'`` could hold any out, whatever the
+    number of parameters; see ``early_stopping.holds_out``); the candidate
+    with the least held-out loss is kept (the first, ``0``, on a tie). A fit
+    that holds no rows out (``early_stopping=False`` or too few rows) has
+    nothing to choose on and uses ``0``, as does one head.
     """
+    n_heads = config.n_heads
     if config.diversity != "auto" or n_heads == 1:
         value = 0.0 if config.diversity == "auto" else float(config.diversity)
-        config = dataclasses.replace(config, diversity=value)
-        result = solve(config, W0, Xs, Ys, sw, n_heads=n_heads, rng=rng, xp=xp, **kw)
+        result = solve(config.replace(diversity=value), W0, Xs, Ys, sw, rng=rng, xp=xp)
         return dataclasses.replace(result, diversity=value)
     n_positive = int(np.count_nonzero(to_numpy(sw) > 0))
-    if config.early_stopping == "auto" and n_positive >= EARLY_STOPPING_MIN_ROWS:
+    if config.early_stopping == "auto" and holds_out("auto", n_positive):
         # Without held-out rows there is nothing to choose on.
-        config = dataclasses.replace(config, early_stopping=True)
+        config = config.replace(early_stopping=True)
     start = rng.get_state()
     fits = []
-    for value in AUTO_CANDIDATES:
+    for i, value in enumerate(AUTO_CANDIDATES):
         rng.set_state(start)
-        fit = solve(
-            dataclasses.replace(config, diversity=value),
-            W0,
-            Xs,
-            Ys,
-            sw,
-            n_heads=n_heads,
-            rng=rng,
-            xp=xp,
-            **kw,
-        )
+        if config.verbose:
+            print(
+                f"[{config.name}] diversity='auto': candidate {i + 1}/"
+                f"{len(AUTO_CANDIDATES)}, diversity={value:g}",
+                flush=True,
+            )
+        fit = solve(config.replace(diversity=value), W0, Xs, Ys, sw, rng=rng, xp=xp)
         fits.append((dataclasses.replace(fit, diversity=value), rng.get_state()))
         if fit.heldout is None:
             break
     if len(fits) == 1:
         return fits[0][0]
     losses = _heldout_losses(
-        [fit.W for fit, _ in fits], Xs, Ys, sw, fits[0][0].heldout, n_heads, config, xp
+        [fit.W for fit, _ in fits], Xs, Ys, sw, fits[0][0].heldout, config, xp
     )
     chosen = int(np.argmin(losses))
     if config.verbose:
@@ -100,7 +95,7 @@ def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, n_heads, rng, xp, **k
     return result
 
 
-def _heldout_losses(Ws, Xs, Ys, sw, heldout, n_heads, config, xp):
+def _heldout_losses(Ws, Xs, Ys, sw, heldout, config, xp):
     """Every projection's loss on (at most ``_SCORED_ROWS`` of) the held-out
     rows, predicted from the other rows."""
     held = np.zeros(Xs.shape[0], dtype=bool)
@@ -113,9 +108,8 @@ def _heldout_losses(Ws, Xs, Ys, sw, heldout, n_heads, config, xp):
             xp.asarray(W, dtype=Xs.dtype, device=device(Xs)),
             *scored,
             *keys,
-            xp=xp,
-            n_heads=n_heads,
             kernel=config.kernel,
+            n_heads=config.n_heads,
         )
         for W in Ws
     ]

@@ -5,7 +5,7 @@
 
 import numpy as np
 
-from nwensemble._backend import device, to_numpy
+from nwensemble._shared.backend import device, to_numpy
 
 
 def take_rows(Xs, Ys, sw, rows, *, xp):

@@ -9,10 +9,10 @@ import math
 import numpy as np
 from scipy.optimize import minimize
 
-from nwensemble._allocation import theory_head_dim
-from nwensemble._backend import device, to_numpy
-from nwensemble._loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
-from nwensemble._rows import subsample
+from nwensemble._fit.allocation import theory_head_dim
+from nwensemble._fit.loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.rows import subsample
 
 # Rows used to pick the starting bandwidth.
 _SCALE_SEARCH_SIZE = 512
@@ -46,7 +46,7 @@ def default_head_dim(n_samples, n_features, n_heads):
     return theory_head_dim(n_samples, 1.0, n_features)
 
 
-def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, xp):
+def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
     """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, in model units.
 
     ``previous`` is the last fit's ``W`` (warm start); ``scale_np`` turns an
@@ -57,6 +57,7 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, n_heads, rng, 
     ``_head_blocks``). Each head's bandwidth is then searched on its own.
     """
     n, p = Xs.shape
+    n_heads = config.n_heads
     if previous is not None:
         prev = to_numpy(previous).astype(np.float64)
         if prev.shape[0] != p:

@@ -7,12 +7,11 @@ its gradient."""
 
 from typing import NamedTuple
 
-from nwensemble._attention import log_weights
-from nwensemble._backend import device
-from nwensemble._kernels import get_kernel
+from nwensemble._shared.attention import log_weights
+from nwensemble._shared.backend import device
 
 
-def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
+def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
     """Leave-one-out MSE of the uniform multi-head NW ensemble, less ``diversity``
     times the heads' ambiguity, and its gradient.
 
@@ -27,6 +26,8 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
     sw : array of shape (n,)
         Non-negative sample weights summing to one; at least two positive.
     xp : namespace
+    kernel : Kernel
+        Softmax or a compact kernel (see ``kernels``).
     n_heads : int, default=1
     return_grad : bool, default=True
     workspace : dict or None, default=None
@@ -35,8 +36,6 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
     loss_as_array : bool, default=False
         Return the loss as a 0-d array on the device instead of a Python float
         (which would wait for the device).
-    kernel : str or Kernel, default='softmax'
-        ``'softmax'`` or a compact kernel (see ``_kernels``).
     diversity : float, default=0.0
         Weight ``delta`` of the heads' ambiguity, subtracted from the loss.
 
@@ -78,7 +77,7 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, **options):
     ``L = diag(rowsum G + colsum G) - G - G^T``. Rows that fell back to their
     nearest neighbour are piecewise constant in ``W``: no gradient.
     """
-    loss, grad_Z = loo_loss_and_grad_z(X @ W, Y, sw, xp=xp, **options)
+    loss, grad_Z = loo_loss_and_grad_z(X @ W, Y, sw, xp=xp, kernel=kernel, **options)
     return loss, None if grad_Z is None else X.T @ grad_Z
 
 
@@ -88,11 +87,11 @@ def loo_loss_and_grad_z(
     sw,
     *,
     xp,
+    kernel,
     n_heads=1,
     return_grad=True,
     workspace=None,
     loss_as_array=False,
-    kernel="softmax",
     diversity=0.0,
 ):
     """``loo_loss_and_grad`` (the same keywords) with respect to the
@@ -103,7 +102,6 @@ def loo_loss_and_grad_z(
     directions needs (``dloss / dlog c_j = sum_i Z_ij (dloss / dZ)_ij`` when
     column ``j`` of ``W`` is scaled by ``c_j``).
     """
-    kernel = get_kernel(kernel)
     d = Z.shape[1] // n_heads
     log_sw = log_weights(sw, xp=xp)
     heads = []

@@ -1,0 +1,78 @@
+"""How ``HeadAllocator`` scores its candidates without folds (each fitted
+once, scored by its exact leave-one-out predictions), and its results in
+``GridSearchCV``'s layout."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import time
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.base import RegressorMixin
+
+from nwensemble._shared.backend import get_namespace, like_input
+
+
+class _Predictions(RegressorMixin):
+    """Stand-in estimator whose predictions are its input, for scorers."""
+
+    def predict(self, X):
+        return X
+
+
+def fit_and_score_loo(estimator, X, y, fit_params, scorer, *, required=True):
+    """Fit on all rows; score the exact leave-one-out predictions (NaN for an
+    estimator without them, unless a score is ``required``)."""
+    start = time.perf_counter()
+    estimator.fit(X, y, **fit_params)
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    loo = getattr(estimator, "loo_prediction_", None)
+    if loo is None and not required:
+        return estimator, float("nan"), fit_time, time.perf_counter() - start
+    if loo is None:
+        raise TypeError(
+            f"HeadAllocator with cv=None scores the leave-one-out predictions "
+            f"of each fit (loo_prediction_), which {type(estimator).__name__} "
+            "does not give; pass cv=5 (or another splitter) instead."
+        )
+    # Scored beside y: the model may compute elsewhere (device='cuda').
+    loo = like_input(y)(loo)
+    xp, _ = get_namespace(y)
+    # Above 2048 rows only a random subset has leave-one-out predictions.
+    computed = xp.isfinite(loo) if loo.ndim == 1 else xp.all(xp.isfinite(loo), axis=1)
+    if not bool(xp.all(computed)):
+        rows = xp.nonzero(computed)[0]
+        loo, y = xp.take(loo, rows, axis=0), xp.take(y, rows, axis=0)
+    score = float(scorer(_Predictions(), loo, y))
+    return estimator, score, fit_time, time.perf_counter() - start
+
+
+def results_table(candidates, scores, fit_times, score_times):
+    """``cv_results_`` in GridSearchCV's layout; ``scores`` and the times are
+    (n_candidates,) for one leave-one-out 'split' or (n_candidates, k)."""
+    n = len(candidates)
+    scores, fit_times, score_times = (
+        np.asarray(a, dtype=np.float64).reshape(n, -1)
+        for a in (scores, fit_times, score_times)
+    )
+    params = [{"n_heads": H, "head_dim": d} for H, d in candidates]
+    mean = scores.mean(axis=1)
+    table = {
+        "mean_fit_time": fit_times.mean(axis=1),
+        "std_fit_time": fit_times.std(axis=1),
+        "mean_score_time": score_times.mean(axis=1),
+        "std_score_time": score_times.std(axis=1),
+        "param_n_heads": np.array([H for H, _ in candidates]),
+        "param_head_dim": np.array([d for _, d in candidates]),
+        "params": params,
+    }
+    for k in range(scores.shape[1]):
+        table[f"split{k}_test_score"] = scores[:, k]
+    table["mean_test_score"] = mean
+    table["std_test_score"] = scores.std(axis=1)
+    # A score that could not be taken (NaN) ranks last.
+    order = np.where(np.isnan(mean), np.inf, -mean)
+    table["rank_test_score"] = rankdata(order, method="min").astype(np.int32)
+    return table

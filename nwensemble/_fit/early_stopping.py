@@ -1,0 +1,127 @@
+"""Early stopping: whether a fit holds rows out, which rows, their loss, and
+the monitor that keeps the best parameters by it."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+
+import numpy as np
+
+from nwensemble._shared.backend import namespace_of, to_numpy
+from nwensemble._shared.keys import Keys
+from nwensemble._shared.rows import take_rows
+
+# early_stopping='auto' holds out rows from this many positive-weight
+# samples on ...
+EARLY_STOPPING_MIN_ROWS = 50
+# ... and below this many rows per learned parameter: with fewer, fitting
+# noise costs more than the held-out rows; with more, they are worth more
+# as training data (per-set figures in the performance notes).
+_ROWS_PER_PARAMETER = 20
+
+
+def holds_out(early_stopping, n_positive, n_params=None):
+    """Whether a fit holds rows out for early stopping: as given for a bool;
+    for ``'auto'`` from ``EARLY_STOPPING_MIN_ROWS`` positive rows on and
+    below ``_ROWS_PER_PARAMETER`` of them per learned parameter
+    (``n_params`` None: no upper bound)."""
+    if early_stopping != "auto":
+        return bool(early_stopping)
+    if n_positive < EARLY_STOPPING_MIN_ROWS:
+        return False
+    return n_params is None or n_positive < _ROWS_PER_PARAMETER * n_params
+
+
+def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
+    """Split off the early-stopping rows; return ``(train, val, val_rows)`` or
+    ``(all, None, None)``.
+
+    Each part is ``(X, Y, sw)`` with weights renormalised to sum to one;
+    ``val_rows`` are the held-out rows' indices (sorted NumPy integers).
+    ``force`` holds rows out whatever ``early_stopping`` says (the stochastic
+    solver needs them).
+    """
+    positive = np.flatnonzero(to_numpy(sw) > 0)
+    if not (force or holds_out(config.early_stopping, positive.shape[0], n_params)):
+        return (Xs, Ys, sw), None, None
+    n_val = int(math.ceil(config.validation_fraction * positive.shape[0]))
+    if n_val < 1 or positive.shape[0] - n_val < 2:
+        raise ValueError(
+            f"early_stopping=True with validation_fraction={config.validation_fraction}"
+            f" leaves {positive.shape[0] - n_val} training and {n_val} validation "
+            "rows; need at least 2 and 1. Use more samples or early_stopping=False."
+        )
+    val_rows = np.sort(rng.choice(positive, size=n_val, replace=False))
+    mask = np.ones(Xs.shape[0], dtype=bool)
+    mask[val_rows] = False
+    train = take_rows(Xs, Ys, sw, np.flatnonzero(mask), xp=xp)
+    return train, take_rows(Xs, Ys, sw, val_rows, xp=xp), val_rows
+
+
+def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, kernel, n_heads):
+    """Weighted MSE of queries ``Xq`` predicted from keys ``Xk`` (no overlap)
+    through the projection ``W`` (an array of their namespace).
+
+    Used for early stopping: held-out rows are queries only, never keys.
+    """
+    xp, _ = namespace_of(Xk)
+    keys = Keys.of(Xk @ W, Yk, swk, kernel=kernel, n_heads=n_heads)
+    R = keys.passes().estimates(Xq @ W) - Yq
+    return float(xp.sum(swq * xp.sum(R * R, axis=1)))
+
+
+class EarlyStopping:
+    """Track a held-out loss across iterations and keep the best parameters.
+
+    Parameters
+    ----------
+    val_loss : callable
+        ``val_loss(theta) -> float`` on held-out rows; ``theta`` is a NumPy
+        vector (L-BFGS) or the solver's array on its device (Adam).
+    patience : int
+        Stop after this many iterations without an improvement of more than
+        ``tol`` (relative).
+    tol : float
+    """
+
+    def __init__(self, val_loss, *, patience, tol):
+        self.val_loss = val_loss
+        self.patience = patience
+        self.tol = tol
+        self.best = np.inf
+        self.best_theta = None
+        self.last = np.inf
+        self._stale = 0
+
+    def start(self, theta, *, score=True):
+        """Begin from ``theta``: scored, so that a fit can never end worse, or
+        (``score=False``) only kept as the answer until an iterate is scored."""
+        if score:
+            self.update(theta)
+        else:
+            self.best_theta = _kept(theta)
+        self._stale = 0
+
+    def reset_patience(self):
+        """Give a new optimisation stage its full patience."""
+        self._stale = 0
+
+    def update(self, theta):
+        """Record the held-out loss at ``theta``; return True to stop."""
+        self.last = self.val_loss(theta)
+        if self.last < self.best * (1.0 - self.tol):
+            self._stale = 0
+        else:
+            self._stale += 1
+        if self.last < self.best:
+            self.best = self.last
+            self.best_theta = _kept(theta)
+        return self._stale >= self.patience
+
+
+def _kept(theta):
+    """``theta`` kept as it is now: NumPy arrays are copied (the optimiser
+    may write into them), others (device arrays the solver replaces at each
+    step) are kept as they are."""
+    return theta.copy() if isinstance(theta, np.ndarray) else theta

@@ -1,0 +1,209 @@
+"""The fitting engine: from validated arrays to the heads' projections, the
+keys they attend to and the heads' leave-one-out residuals."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from nwensemble._fit.config import SolverResult
+from nwensemble._fit.diversity import solve_with_diversity
+from nwensemble._fit.solvers import choose_solver
+from nwensemble._fit.start import initial_projection
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.duplicates import DuplicateIndex
+from nwensemble._shared.features import FeatureMap
+from nwensemble._shared.keys import Keys
+from nwensemble._shared.scaling import power_of_two_scale
+
+# Leave-one-out statistics after fit use at most this many query rows.
+LOO_STATS_ROWS = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class LeaveOneOut:
+    """The heads' leave-one-out residuals on the rows the statistics use,
+    float64 NumPy: ``residuals`` (n_heads, m, t) of training rows ``rows``
+    (an index array; None for all rows), their sample weights ``sw`` (m,),
+    and per head the number of those rows whose compact support was empty
+    (``fallback_counts``, an array of the model's namespace)."""
+
+    residuals: np.ndarray
+    sw: np.ndarray
+    rows: Optional[np.ndarray]
+    fallback_counts: Any
+
+
+@dataclass(frozen=True, eq=False)
+class FittedHeads:
+    """What ``fit_heads`` returns.
+
+    Attributes
+    ----------
+    features : FeatureMap
+        The fitted feature map.
+    W : array of shape (n_features, n_heads * head_dim)
+        The projections in the feature map's units, in the input's
+        namespace, dtype and device.
+    components : array of shape (n_heads, head_dim, n_features)
+        ``W`` per head and transposed, in the input's units when the map is
+        linear (``components_``).
+    W_std : ndarray of shape (n_heads, head_dim, n_features)
+        ``W`` per head and transposed, float64 NumPy.
+    keys : Keys
+        The mapped training rows projected by ``W``, with their targets and
+        weights (no search index).
+    duplicates : DuplicateIndex or None
+        The training rows' copies, when their blend is on.
+    solver : SolverResult
+        What the solver returned (iterations, loss curve, diversity used).
+    heldout : ndarray of int or None
+        Training rows held out of the projections' fit (None: none).
+    loo : LeaveOneOut
+        The heads' leave-one-out residuals for the statistics that follow.
+    """
+
+    features: Any
+    W: Any
+    components: Any
+    W_std: np.ndarray
+    keys: Keys
+    duplicates: Any
+    solver: SolverResult
+    heldout: Optional[np.ndarray]
+    loo: LeaveOneOut
+
+
+def scaled_targets(Y, sw, *, xp):
+    """Centre ``Y`` and divide by its total weighted standard deviation, so the
+    loss reads as a fraction of the target variance."""
+    Yc = Y - xp.sum(sw[:, None] * Y, axis=0)
+    Yc = Yc / power_of_two_scale(Yc)  # exact; keeps the squares finite
+    total = float(xp.sum(sw[:, None] * Yc * Yc))
+    return Yc / math.sqrt(total) if total > 0 else Yc
+
+
+def fit_heads(config, X, Y, sw, *, previous, rng, xp):
+    """Map the features, learn the heads' projections and their
+    leave-one-out residuals.
+
+    ``X`` (n, p) and ``Y`` (n, t) are validated arrays of one namespace and
+    device, ``sw`` (n,) non-negative weights summing to one; ``previous``
+    the last fit's ``W`` (warm start) or None. Returns ``FittedHeads``.
+    """
+    n_heads = config.n_heads
+    features = FeatureMap(config.standardize)
+    Xs = features.fit_transform(X, sw, rng=rng, xp=xp)
+    Ys = scaled_targets(Y, sw, xp=xp)
+    # components_ (and init arrays) are in input units when the map is
+    # linear, else in the units of the warped, standardised features.
+    if features.is_linear:
+        scale_np = to_numpy(features.scale).astype(np.float64)
+    else:
+        scale_np = np.ones(X.shape[1])
+    p = X.shape[1]
+    # With the copies' blend on, the heads learn from the rows with their
+    # copies merged: leave-one-out then leaves a record out with all its
+    # copies, so that the heads learn to predict from other records (the
+    # blend serves the copies).
+    duplicates = None
+    if config.duplicate_weight != 0:
+        duplicates = DuplicateIndex(X, Y, sw, xp=xp)
+    Xt, Yt, swt, merged_group = Xs, Ys, sw, None
+    if duplicates is not None:
+        Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
+
+    start = time.perf_counter()
+    W0 = initial_projection(config, previous, Xt, Yt, swt, scale_np, rng=rng, xp=xp)
+    config.progress("start (bandwidths on a subsample)", start)
+    d = W0.shape[1] // n_heads
+
+    start = time.perf_counter()
+    n_positive = int(np.count_nonzero(to_numpy(swt) > 0))
+    solver = choose_solver(config.solver, n_positive, n_heads)
+    fitted = solve_with_diversity(solver.solve, config, W0, Xt, Yt, swt, rng=rng, xp=xp)
+    if fitted.at_max_iter:
+        warnings.warn(
+            f"{config.name} stopped after max_iter={config.max_iter} "
+            f"{solver.iterations} before the loss converged; increase max_iter "
+            "or tol.",
+            ConvergenceWarning,
+        )
+    config.progress(
+        f"fitted, {fitted.n_iter} {solver.iterations}, {fitted.n_fev} "
+        f"{solver.evaluations}",
+        start,
+    )
+
+    dev = device(X)
+    W = xp.asarray(fitted.W, dtype=X.dtype, device=dev)
+    scale = xp.asarray(scale_np, dtype=X.dtype, device=dev)
+    components = xp.reshape((W / scale[:, None]).T, (n_heads, d, p))
+    keys = Keys.of(Xs @ W, Y, sw, kernel=config.kernel, n_heads=n_heads)
+    heldout = _original_rows(fitted.heldout, merged_group, duplicates)
+    start = time.perf_counter()
+    loo = _leave_one_out(keys, sw, heldout, rng=rng)
+    config.progress(f"leave-one-out statistics on {loo.residuals.shape[1]} rows", start)
+    return FittedHeads(
+        features=features,
+        W=W,
+        components=components,
+        W_std=fitted.W.T.reshape(n_heads, d, p),
+        keys=keys,
+        duplicates=duplicates,
+        solver=fitted,
+        heldout=heldout,
+        loo=loo,
+    )
+
+
+def _leave_one_out(keys, sw, heldout, *, rng):
+    """The heads' leave-one-out residuals (see ``LeaveOneOut``): every row up
+    to ``LOO_STATS_ROWS``, else a random subset of queries (the held-out
+    rows first), each attending to all rows, so that their cost stays
+    linear in n."""
+    xp = keys.xp
+    sw_np = to_numpy(sw).astype(np.float64)
+    positive = np.flatnonzero(sw_np > 0)
+    n = keys.n_samples
+    sampled = None
+    rows_np = np.arange(n)
+    if positive.shape[0] > LOO_STATS_ROWS:
+        rows_np = _sample_loo_rows(positive, heldout, LOO_STATS_ROWS, rng=rng)
+        sampled = rows_np
+    rows = xp.asarray(rows_np, device=device(keys.Z))
+    heads, fallback = keys.passes().head_estimates(None, loo_rows=rows, fallback=True)
+    counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
+    Y_rows = xp.take(keys.Y, rows, axis=0)
+    residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
+    return LeaveOneOut(residuals, sw_np[rows_np], sampled, counts)
+
+
+def _original_rows(rows, merged_group, duplicates):
+    """Training rows (sorted NumPy integers) of the fitted rows ``rows``:
+    each merged row stands for all the copies of its group."""
+    if rows is None or merged_group is None:
+        return rows
+    groups = to_numpy(merged_group)[rows]
+    return np.flatnonzero(np.isin(to_numpy(duplicates.train_group), groups))
+
+
+def _sample_loo_rows(positive, heldout, size, *, rng):
+    """``size`` of the rows ``positive``, sorted: the rows held out
+    of the projection's fit first (their residuals are honest), then a random
+    fill."""
+    if heldout is None:
+        return np.sort(rng.choice(positive, size, replace=False))
+    first = heldout
+    if heldout.shape[0] > size:
+        first = rng.choice(heldout, size, replace=False)
+    rest = np.setdiff1d(positive, first)
+    fill = rng.choice(rest, size - first.shape[0], replace=False)
+    return np.sort(np.concatenate([first, fill]))

@@ -1,0 +1,135 @@
+"""The coarse-to-fine L-BFGS solver (see ``config.SolverResult``)."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+
+from nwensemble._fit.config import SolverResult
+from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
+from nwensemble._fit.loo_loss import loo_loss_and_grad
+from nwensemble._fit.optim import LBFGSRun
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.rows import subsample
+
+# Coarse-to-fine fitting of one head: above twice this many rows, L-BFGS
+# first runs on a random subsample of this size, then refines on all rows
+# from there. Several heads fit on all rows from the start: from a subsample
+# they ended in worse optima, at no saving of time (see the user guide).
+COARSE_SIZE = 1024
+# After a subsample stage, the all-rows stage runs at most this many
+# iterations: more cost time and gained little (performance notes).
+_REFINE_MAX_ITER = 10
+# L-BFGS stages on at least this many float64 rows evaluate the loss in
+# float32 (the parameters and the fitted model stay float64): faster per
+# evaluation, and its rounding is far below ``tol`` (performance notes).
+_FLOAT32_LOSS_ROWS = 2048
+# The subsample stage stops at this many times ``tol``.
+_COARSE_TOL_FACTOR = 10.0
+
+
+def objective(W, X, Y, sw, *, config, xp, workspace=None):
+    """Training objective at ``W`` (a (p, n_heads * d) float64 NumPy array).
+
+    The ensemble's leave-one-out loss less ``config.diversity`` times the
+    heads' ambiguity (see ``loo_loss_and_grad``), computed in the namespace
+    and dtype of ``X``. Returns the value and its gradient as float64 NumPy.
+    """
+    Wx = xp.asarray(W, dtype=X.dtype, device=device(X))
+    loss, grad = loo_loss_and_grad(
+        Wx,
+        X,
+        Y,
+        sw,
+        xp=xp,
+        kernel=config.kernel,
+        n_heads=config.n_heads,
+        workspace=workspace,
+        diversity=config.diversity,
+    )
+    return loss, to_numpy(grad).astype(np.float64)
+
+
+def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
+    """Coarse-to-fine L-BFGS from ``W0``, early-stopped on held-out rows.
+
+    A solver (see ``SolverResult``). The objective is ``objective`` with
+    ``config.diversity``.
+    """
+    p, k = W0.shape
+    if config.max_iter == 0:
+        return SolverResult(W0, 0, 0, [], False)
+
+    def as_W(theta, like):
+        return xp.asarray(theta.reshape(p, k), dtype=like.dtype, device=device(like))
+
+    def callback(theta, n_iter):
+        config.callback(theta.reshape(p, k), n_iter)
+
+    train, val, val_rows = split_validation(config, Xs, Ys, sw, p * k, rng=rng, xp=xp)
+    # One monitor for all stages: the held-out rows judge every iterate, and
+    # each stage starts from the best one so far.
+    monitor = None
+    if val is not None:
+        monitor = EarlyStopping(
+            lambda theta: heldout_loss(
+                as_W(theta, Xs),
+                *val,
+                *train,
+                kernel=config.kernel,
+                n_heads=config.n_heads,
+            ),
+            patience=config.n_iter_no_change,
+            tol=config.tol,
+        )
+        monitor.start(W0.ravel())
+
+    stages = []
+    if config.n_heads == 1 and train[0].shape[0] > 2 * COARSE_SIZE:
+        stages.append(("subsample ", subsample(*train, COARSE_SIZE, rng=rng, xp=xp)))
+    stages.append(("", train))
+
+    W, n_iter, n_fev, curve, at_max_iter = W0, 0, 0, [], False
+    for label, (Xst, Yst, swt) in stages:
+        workspace = {}
+        if Xst.dtype == xp.float64 and Xst.shape[0] >= _FLOAT32_LOSS_ROWS:
+            Xst, Yst, swt = (xp.astype(a, xp.float32) for a in (Xst, Yst, swt))
+
+        def fun(theta, Xst=Xst, Yst=Yst, swt=swt, workspace=workspace):
+            return objective(
+                theta.reshape(p, k),
+                Xst,
+                Yst,
+                swt,
+                config=config,
+                xp=xp,
+                workspace=workspace,
+            )
+
+        run = LBFGSRun(
+            fun,
+            name=config.name,
+            verbose=config.verbose,
+            callback=None if config.callback is None else callback,
+            monitor=monitor,
+            offset=n_iter,
+            stage=label,
+        )
+        if monitor is not None:
+            monitor.reset_patience()
+        max_iter, tol = config.max_iter, config.tol
+        if len(stages) > 1:
+            if label:  # the subsample only has to bring W near the optimum
+                tol = tol * _COARSE_TOL_FACTOR
+            else:
+                max_iter = min(max_iter, _REFINE_MAX_ITER)
+        result = run.run(W, max_iter=max_iter, tol=tol)
+        # The refinement's own cap is not the user's max_iter: nothing to warn
+        # about (a ConvergenceWarning would say "increase max_iter").
+        at_max_iter = result.status == 1 and max_iter == config.max_iter
+        W = result.x if monitor is None else monitor.best_theta
+        W = W.reshape(p, k)
+        n_iter += result.nit
+        n_fev += result.nfev
+        curve += run.loss_curve
+    return SolverResult(W, n_iter, n_fev, curve, at_max_iter, val_rows)

@@ -1,0 +1,46 @@
+"""Which solver fits the heads: the solvers by name, and ``solver='auto'``'s
+rule."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from dataclasses import dataclass
+from typing import Callable
+
+from nwensemble._fit.adam import fit_adam
+from nwensemble._fit.lbfgs import fit_lbfgs
+
+# solver="auto" trains with Adam on minibatches above this many rows: full
+# leave-one-out L-BFGS costs O(n^2) per evaluation, and beyond this one head
+# reaches the same accuracy sooner with Adam (benchmarks page, "Solvers").
+AUTO_ADAM_ROWS = 10_000
+# Several heads take Adam from here on: full-batch L-BFGS over all rows
+# (their only schedule) then takes longer than Adam and ends less accurate.
+AUTO_ADAM_ROWS_HEADS = 4096
+
+
+@dataclass(frozen=True)
+class Solver:
+    """A solver (``solve``, see ``config.SolverResult``) and the words its
+    verbose lines and warnings count in."""
+
+    name: str
+    solve: Callable
+    iterations: str
+    evaluations: str
+
+
+SOLVERS = {
+    "lbfgs": Solver("lbfgs", fit_lbfgs, "iterations", "evaluations"),
+    "adam": Solver("adam", fit_adam, "epochs", "steps"),
+}
+
+
+def choose_solver(solver, n_positive, n_heads):
+    """The ``Solver`` for the parameter ``solver`` on ``n_positive`` rows of
+    positive weight: ``'auto'`` takes Adam above ``AUTO_ADAM_ROWS`` rows for
+    one head, above ``AUTO_ADAM_ROWS_HEADS`` for several, else L-BFGS."""
+    if solver == "auto":
+        limit = AUTO_ADAM_ROWS if n_heads == 1 else AUTO_ADAM_ROWS_HEADS
+        solver = "adam" if n_positive > limit else "lbfgs"
+    return SOLVERS[solver]

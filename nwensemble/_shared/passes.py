@@ -1,0 +1,189 @@
+"""Passes of the head ensemble's attention over the keys, in blocks of
+bounded memory: the path that every kernel and every namespace can take.
+
+A pass is one of the questions prediction and fitting ask of the keys: the
+ensemble's estimates, those and the spread of their weights, every head's
+estimates (of queries, or of training rows leaving themselves out). A
+kernel answers them through ``BlockPasses`` or a subclass with a faster
+path of its own (``Kernel.passes``); every pass in blocks, and every other
+loop over the heads' attention (intervals, attention weights), goes through
+``over_heads``.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from nwensemble._shared.attention import chunk_rows
+from nwensemble._shared.backend import device
+
+
+def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
+    """Unnormalised attention of query blocks on the keys, head by head.
+
+    Yields ``(rows, h, E, num, fallback)`` for each block of query rows and
+    each head: ``E`` (m, n) is head ``h``'s unnormalised attention (its buffer
+    is reused by the next head and block, so consume it before advancing),
+    ``num = E @ [Y, 1]`` (m, t + 1), whose last column holds the row sums, and
+    ``fallback`` the boolean (m,) mask of queries whose compact support was
+    empty (they attend to their nearest row only), or None when there were none.
+
+    With ``loo_rows`` (an integer array) the queries are those rows of the
+    keys (``Q`` is ignored), each leaving itself out.
+
+    Blocks are sized so that ``n_blocks`` arrays of (block, n) fit in
+    scikit-learn's ``working_memory``: memory stays O(block x n) whatever the
+    number of queries.
+    """
+    xp, kernel, Z, Y = keys.xp, keys.kernel, keys.Z, keys.Y
+    ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
+    Y_aug = xp.concat([Y, ones], axis=1)
+    head_keys = [
+        kernel.keys(keys.head(h), keys.log_sw, xp=xp) for h in range(keys.n_heads)
+    ]
+    d = keys.head_dim
+    m = Q.shape[0] if loo_rows is None else loo_rows.shape[0]
+    chunk = chunk_rows(m, Z.shape[0], Z.dtype, n_blocks=n_blocks, xp=xp)
+    workspace = {}
+    for start in range(0, m, chunk):
+        rows = slice(start, min(start + chunk, m))
+        if loo_rows is None:
+            Qb, exclude = Q[rows, :], None
+        else:
+            exclude = loo_rows[rows]
+            Qb = xp.take(Z, exclude, axis=0)
+        for h in range(keys.n_heads):
+            cols = slice(h * d, (h + 1) * d)
+            E, num, fallback = kernel.attend(
+                Qb[:, cols],
+                Z[:, cols],
+                head_keys[h],
+                Y_aug,
+                xp=xp,
+                exclude=exclude,
+                workspace=workspace,
+                exact_zeros=False,
+            )
+            yield rows, h, E, num, fallback
+
+
+def add(total, part):
+    """``total + part``, elementwise for tuples; None counts as nothing."""
+    if total is None:
+        return part
+    if part is None:
+        return total
+    if isinstance(part, tuple):
+        return tuple(a + b for a, b in zip(total, part))
+    return total + part
+
+
+def append(parts, part):
+    """``parts`` (a list, None at first) with ``part`` appended."""
+    return [part] if parts is None else parts + [part]
+
+
+def over_heads(Q, keys, per_head, *, combine=add, n_blocks=2, loo_rows=None):
+    """For each block of queries, what the heads' attention gives there.
+
+    Yields ``(rows, total)`` per block, ``total`` the results of
+    ``per_head(h, E, num, fallback)`` (see ``iter_head_attention``) over the
+    heads in order, folded by ``combine(total, part)`` from ``total=None``:
+    ``add`` sums them (tuples elementwise; a head that returns None is
+    skipped), ``append`` lists them.
+    """
+    total = None
+    for rows, h, E, num, fallback in iter_head_attention(
+        Q, keys, n_blocks=n_blocks, loo_rows=loo_rows
+    ):
+        total = combine(None if h == 0 else total, per_head(h, E, num, fallback))
+        if h == keys.n_heads - 1:
+            yield rows, total
+
+
+def uniform_or(head_weights, n_heads):
+    """``head_weights`` as a list of floats, uniform when None."""
+    if head_weights is None:
+        return [1.0 / n_heads] * n_heads
+    return [float(a) for a in head_weights]
+
+
+def concat_rows(blocks, *, xp):
+    """Blocks of rows in one array (the block itself when there is one)."""
+    return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+
+
+class BlockPasses:
+    """The passes over ``keys`` (a ``Keys``), in blocks of
+    ``iter_head_attention``. ``head_weights`` (a sequence of ``n_heads``
+    floats, uniform when None) combine the heads; every result lives in the
+    keys' namespace and on their device."""
+
+    def __init__(self, keys):
+        self.keys = keys
+
+    def estimates(self, Q, head_weights=None):
+        """The ensemble's NW estimates (m, t) of projected queries ``Q``."""
+        keys = self.keys
+        alpha = uniform_or(head_weights, keys.n_heads)
+        several = keys.n_heads > 1
+
+        def estimate(h, E, num, fallback):
+            est = num[:, :-1] / num[:, -1:]
+            return alpha[h] * est if several else est
+
+        blocks = [total for _, total in over_heads(Q, keys, estimate)]
+        return concat_rows(blocks, xp=keys.xp)
+
+    def estimates_and_squared_spread(self, Q, head_weights=None, *, loo_rows=None):
+        """The ensemble's estimates and ``sum_i v_i(x)^2`` of its combined
+        weights ``v(x) = sum_h alpha_h w_h(x)``, in one pass: ``(m, t)``
+        and ``(m,)``. With ``loo_rows`` (an integer array; ``Q`` None), the
+        leave-one-out estimates of those training rows.
+
+        ``sigma * sqrt(sum_i v_i^2)`` is the standard error of a prediction
+        under noise of variance ``sigma^2`` on the training targets.
+        """
+        keys = self.keys
+        xp = keys.xp
+        alpha = uniform_or(head_weights, keys.n_heads)
+
+        def estimate_and_weights(h, E, num, fallback):
+            s = num[:, -1:]
+            return alpha[h] * (num[:, :-1] / s), (alpha[h] / s) * E
+
+        preds, sq = [], []
+        for _, (est, V) in over_heads(
+            Q, keys, estimate_and_weights, n_blocks=3, loo_rows=loo_rows
+        ):
+            preds.append(est)
+            sq.append(xp.sum(V * V, axis=1))
+        return concat_rows(preds, xp=xp), concat_rows(sq, xp=xp)
+
+    def head_estimates(self, Q, *, loo_rows=None, fallback=False):
+        """Every head's NW estimates, stacked: (n_heads, m, t).
+
+        With ``loo_rows`` (``Q`` None), the leave-one-out estimates of those
+        training rows. With ``fallback``, also the boolean (n_heads, m)
+        array of queries whose compact support was empty (see
+        ``attend_compact``).
+        """
+        keys = self.keys
+        xp = keys.xp
+
+        def estimate(h, E, num, fell):
+            if fell is None:
+                fell = xp.zeros(num.shape[0], dtype=xp.bool, device=device(num))
+            return num[:, :-1] / num[:, -1:], fell
+
+        heads = [[] for _ in range(keys.n_heads)]
+        empty = [[] for _ in range(keys.n_heads)]
+        for _, parts in over_heads(
+            Q, keys, estimate, combine=append, loo_rows=loo_rows
+        ):
+            for h, (est, fell) in enumerate(parts):
+                heads[h].append(est)
+                empty[h].append(fell)
+        preds = xp.stack([concat_rows(b, xp=xp) for b in heads], axis=0)
+        if not fallback:
+            return preds
+        return preds, xp.stack([concat_rows(b, xp=xp) for b in empty], axis=0)

@@ -1,0 +1,262 @@
+"""The softmax kernel's passes on the host: cache-sized tiles, spread over
+threads.
+
+A tile of (``_QUERY_TILE``, ``_KEY_TILE``) logits stays in a core's L2 cache
+through the clamp, the exp and the product with ``[y, 1]`` that follow the
+score product, instead of making three more passes through memory. A query
+so far from every key that its tile's row sums underflow takes the blocks'
+stable path (``attention.attend``) instead.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+
+from nwensemble._shared.attention import (
+    attend,
+    key_bias,
+    largest_safe_entry,
+    logit_floor,
+    underflow_row_sum,
+)
+from nwensemble._shared.backend import (
+    device,
+    exp_inplace,
+    map_on_host_threads,
+    matmul_into,
+    maximum_inplace,
+    row_major,
+    workspace_buffer,
+)
+from nwensemble._shared.passes import BlockPasses, concat_rows, uniform_or
+
+# Tile shapes compared in the performance notes.
+_QUERY_TILE = 256
+_KEY_TILE = 512
+# Scores (queries x keys x heads) from which the tiles run on threads:
+# threads (and the BLAS limit around them) cost about a millisecond to set
+# up, worth it only for large products.
+_THREADED_SCORES = 1 << 22
+
+
+class TilePasses(BlockPasses):
+    """``BlockPasses`` for softmax keys on the host, tile by tile."""
+
+    def estimates(self, Q, head_weights=None):
+        alpha = uniform_or(head_weights, self.keys.n_heads)
+        heads = self._heads(Q)
+        est = float(alpha[0]) * heads[0]
+        for a, head in zip(alpha[1:], heads[1:]):
+            est = est + float(a) * head
+        return est
+
+    def head_estimates(self, Q, *, loo_rows=None, fallback=False):
+        xp = self.keys.xp
+        Q, exclude = self._queries(Q, loo_rows)
+        preds = xp.stack(self._heads(Q, exclude=exclude), axis=0)
+        if not fallback:
+            return preds
+        return preds, xp.zeros(preds.shape[:2], dtype=xp.bool, device=device(preds))
+
+    def estimates_and_squared_spread(self, Q, head_weights=None, *, loo_rows=None):
+        """See ``BlockPasses``. ``sum_i v_i^2`` with ``v = sum_h alpha_h E_h /
+        s_h`` is ``sum_hg alpha_h alpha_g (E_h . E_g) / (s_h s_g)``: the
+        products of the heads' unnormalised attention rows accumulate tile
+        by tile beside their sums ``s_h``, so one pass suffices. A block
+        whose sums are too small for those products to stay normal (a query
+        far from its keys) is computed by the blocks, which normalise first.
+        """
+        keys = self.keys
+        xp, Y = keys.xp, keys.Y
+        alpha = uniform_or(head_weights, keys.n_heads)
+        n_heads = len(alpha)
+        Q, exclude = self._queries(Q, loo_rows)
+        m, n, t = Q.shape[0], keys.n_samples, Y.shape[1]
+        dev = device(keys.Z)
+        loo = None if exclude is None else xp.asarray(exclude, device=dev)
+        blocks = BlockPasses(keys)
+
+        def blocked(rows):
+            """The rows ``rows`` of the result, by the blocks."""
+            return blocks.estimates_and_squared_spread(
+                Q[rows, :] if loo is None else None,
+                alpha,
+                loo_rows=None if loo is None else loo[rows],
+            )
+
+        if m == 0:
+            return blocked(slice(0, 0))
+        queries, operands, _ = self._operands(Q)
+        if queries is None:  # a query far out: the blocks' stable path
+            return blocked(slice(0, m))
+        Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
+        # Sums above this keep the products of attention rows normal.
+        floor_sum = float(xp.finfo(Q.dtype).smallest_normal) ** 0.25
+        clamp = _clamp(Q.dtype, xp=xp)
+
+        def query_block(r0):
+            r1 = min(r0 + _QUERY_TILE, m)
+            left_out = None if exclude is None else exclude[r0:r1]
+            nums = [None] * n_heads
+            G = {}
+            for c0 in range(0, n, _KEY_TILE):
+                c1 = min(c0 + _KEY_TILE, n)
+                tiles = []
+                for h in range(n_heads):
+                    A, nums[h] = _tile(
+                        queries[h][r0:r1, :],
+                        operands[h],
+                        Y_aug,
+                        c0,
+                        c1,
+                        nums[h],
+                        left_out=left_out,
+                        clamp=clamp,
+                        xp=xp,
+                    )
+                    tiles.append(A)
+                    for g, B in enumerate(tiles):  # g <= h: each pair once
+                        G[g, h] = G.get((g, h), 0.0) + xp.sum(A * B, axis=1)
+            sums = [num[:, t] for num in nums]
+            if min(float(xp.min(s)) for s in sums) < floor_sum:
+                return blocked(slice(r0, r1))
+            c = [float(a) / s for a, s in zip(alpha, sums)]
+            est = c[0][:, None] * nums[0][:, :t]
+            for h in range(1, n_heads):
+                est = est + c[h][:, None] * nums[h][:, :t]
+            sq = 0.0
+            for (g, h), gram in G.items():
+                sq = sq + (1.0 if g == h else 2.0) * c[g] * c[h] * gram
+            return est, sq
+
+        big = m * n * n_heads >= _THREADED_SCORES
+        parts = map_on_host_threads(
+            query_block, range(0, m, _QUERY_TILE), xp=xp, threads=big
+        )
+        return (
+            concat_rows([b[0] for b in parts], xp=xp),
+            concat_rows([b[1] for b in parts], xp=xp),
+        )
+
+    def _heads(self, Q, *, exclude=None):
+        """Every head's estimates (a list of (m, t) arrays), heads and query
+        blocks spread over threads. With ``exclude`` (a NumPy integer array,
+        one key index per query), query ``r`` gives key ``exclude[r]`` no
+        weight (leave-one-out)."""
+        keys = self.keys
+        xp, Z, Y, n_heads = keys.xp, keys.Z, keys.Y, keys.n_heads
+        m, n, t = Q.shape[0], Z.shape[0], Y.shape[1]
+        d = keys.head_dim
+        dev = device(Z)
+        if m == 0:
+            return [xp.zeros((0, t), dtype=Y.dtype, device=dev)] * n_heads
+        Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
+        queries, operands, biases = self._operands(Q)
+        floor_sum = underflow_row_sum(Q.dtype, xp=xp)
+        clamp = _clamp(Q.dtype, xp=xp)
+
+        def head_block(task):
+            h, r0 = task
+            r1 = min(r0 + _QUERY_TILE, m)
+            left_out = None if exclude is None else exclude[r0:r1]
+            num = None
+            if queries is not None:
+                q = queries[h][r0:r1, :]
+                buf = workspace_buffer({}, (r1 - r0, _KEY_TILE), q, xp=xp)
+                for c0 in range(0, n, _KEY_TILE):
+                    c1 = min(c0 + _KEY_TILE, n)
+                    _, num = _tile(
+                        q,
+                        operands[h],
+                        Y_aug,
+                        c0,
+                        c1,
+                        num,
+                        left_out=left_out,
+                        clamp=clamp,
+                        xp=xp,
+                        out=None if buf is None else buf[:, : c1 - c0],
+                    )
+            if num is None or float(xp.min(num[:, -1])) < floor_sum:
+                # Some query is far from every key: attend's stable path.
+                cols = slice(h * d, (h + 1) * d)
+                skip = None if left_out is None else xp.asarray(left_out, device=dev)
+                _, num = attend(
+                    Q[r0:r1, cols],
+                    Z[:, cols],
+                    biases[h],
+                    Y_aug,
+                    xp=xp,
+                    exclude=skip,
+                    exact_zeros=False,
+                )
+            return num[:, :t] / num[:, t:]
+
+        tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
+        big = m * n * n_heads >= _THREADED_SCORES
+        parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
+        return [concat_rows(parts[h::n_heads], xp=xp) for h in range(n_heads)]
+
+    def _queries(self, Q, loo_rows):
+        """``(Q, exclude)``: with ``loo_rows``, the training rows themselves as
+        queries, each excluding its own key (a NumPy index array)."""
+        if loo_rows is None:
+            return Q, None
+        return self.keys.xp.take(self.keys.Z, loo_rows, axis=0), np.asarray(loo_rows)
+
+    def _operands(self, Q):
+        """Per head, the key biases and the operands whose product is the
+        softmax logit: queries ``[q, 1, -|q|^2 / 2]`` and transposed keys
+        ``[z, bias, 1]``. Returns ``(queries, keys, biases)``, with
+        ``queries`` and ``keys`` None when some query is so far out that its
+        squared norm could overflow (those take the stable paths). ``Q`` has
+        at least a row."""
+        keys = self.keys
+        xp, n_heads = keys.xp, keys.n_heads
+        m, n = Q.shape[0], keys.n_samples
+        d = keys.head_dim
+        dev = device(keys.Z)
+        far = float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
+        queries, operands, biases = [], [], []
+        for h in range(n_heads):
+            Qh, Zh = Q[:, h * d : (h + 1) * d], keys.head(h)
+            bias = key_bias(Zh, keys.log_sw, xp=xp)
+            biases.append(bias)
+            if far:
+                continue
+            norms = -0.5 * xp.sum(Qh * Qh, axis=1, keepdims=True)
+            ones = xp.ones((m, 1), dtype=Q.dtype, device=dev)
+            queries.append(xp.concat([Qh, ones, norms], axis=1))
+            k_ones = xp.ones((n, 1), dtype=Zh.dtype, device=dev)
+            operands.append(
+                row_major(xp.concat([Zh, bias[:, None], k_ones], axis=1).T, xp=xp)
+            )
+        return (None, None, biases) if far else (queries, operands, biases)
+
+
+def _clamp(dtype, *, xp):
+    """Where float64 logits are clamped before the exp (see
+    ``attention._exp_logits``: subnormals); None for float32."""
+    return logit_floor(dtype, xp=xp) if dtype == xp.float64 else None
+
+
+def _tile(q, operands, Y_aug, c0, c1, num, *, left_out, clamp, xp, out=None):
+    """One tile: ``A``, the ``exp`` of the logits of queries ``q`` on keys
+    ``c0:c1`` (operands of ``TilePasses._operands``), with the weight of
+    query ``r`` on key ``left_out[r]`` (a NumPy array, or None) set to
+    zero, and ``num`` (None at the first tile) plus ``A @ Y_aug[c0:c1]``."""
+    A = matmul_into(q, operands[:, c0:c1], out, xp=xp)
+    if clamp is not None:
+        A = maximum_inplace(A, clamp, xp=xp)
+    A = exp_inplace(A, xp=xp)
+    if left_out is not None:
+        inside = (left_out >= c0) & (left_out < c1)
+        if inside.any():
+            dev = device(A)
+            cols = xp.arange(c0, c1, device=dev)
+            own = xp.asarray(np.where(inside, left_out, -1), device=dev)
+            zero = xp.asarray(0.0, dtype=A.dtype, device=dev)
+            A = xp.where(cols[None, :] == own[:, None], zero, A)
+    part = A @ Y_aug[c0:c1, :]
+    return A, part if num is None else num + part
