@@ -22,6 +22,9 @@ Sections (``--sections``, all by default):
   both estimators with ``solver='lbfgs'`` and ``'adam'``, the time to
   accuracy behind ``solver='auto'``'s switches to Adam (above 10 000 rows
   for one head, above 4096 for several).
+* ``sizes``: what a fit costs by size, for the README: one fit of each
+  model with its defaults on Friedman #1 with 10 features at ``--sizes``
+  training rows (1000, 3000, 10 000 and 50 000 by default), seconds.
 * ``busy``: one default ``NWAttentionRegressor`` fit on 4000 x 10, alone,
   beside a process that keeps one core busy, and as one of two fits run at
   once by ``joblib.Parallel(n_jobs=2)`` (as in a parallel ``GridSearchCV``),
@@ -69,7 +72,7 @@ MODELS = {
     "HGB": lambda: HistGradientBoostingRegressor(random_state=0),
     "NWAttention": lambda: NWAttentionRegressor(random_state=0),
     "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
-    "HeadAllocator": lambda: HeadAllocator(MultiHeadNWRegressor(random_state=0)),
+    "HeadAllocator": lambda: HeadAllocator(random_state=0),
 }
 
 
@@ -188,6 +191,16 @@ def section_large(args):
         )
 
 
+def section_sizes(args):
+    print("\n== sizes: Friedman #1, 10 features; one fit each, seconds")
+    names = [m for m in args.models if m in MODELS]
+    print(f"{'rows':>8}" + "".join(f"{m:>16}" for m in names), flush=True)
+    for n in args.sizes:
+        X, y = friedman(n, 10)
+        times = [timed_fit(MODELS[m], X, y)[1] for m in names]
+        print(f"{n:>8}" + "".join(f"{t:>16.2f}" for t in times), flush=True)
+
+
 def section_solver(args):
     print("\n== solver: Friedman #1, 9 features, 10 000 test rows; fit s / RMSE")
     X, y = friedman(50_000, 9, seed=1)
@@ -265,7 +278,10 @@ def main():
     parser.add_argument(
         "--sections",
         nargs="*",
-        default=["sets", "features", "wide", "large", "solver", "busy"],
+        default=["sets", "features", "wide", "large", "solver", "sizes", "busy"],
+    )
+    parser.add_argument(
+        "--sizes", nargs="*", type=int, default=[1000, 3000, 10_000, 50_000]
     )
     parser.add_argument("--sets", nargs="*", help="subset of set names")
     parser.add_argument("--models", nargs="*", default=list(MODELS))

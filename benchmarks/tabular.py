@@ -90,18 +90,41 @@ def make_models():
 
 
 def load_sets(folder, max_rows, rng):
+    """``(name, X, y, note)`` of every numeric CSV in ``folder``; without
+    any, of the library's benchmark sets fetched by name (OpenML, cached)."""
     paths = sorted(glob.glob(os.path.join(folder, "*.csv")))
-    if not paths:
-        raise SystemExit(f"no CSV files in {folder}")
-    for path in paths:
-        data = np.loadtxt(path, delimiter=",", skiprows=1)
-        X, y = data[:, :-1], data[:, -1]
+    if paths:
+        sets = ((os.path.splitext(os.path.basename(p))[0], p) for p in paths)
+    else:
+        from nwensemble.datasets import BENCHMARK_NAMES
+
+        print(
+            f"No CSV files in {folder}: pass --data a folder of numeric CSVs (header "
+            "row, target last) or set NWENSEMBLE_DATA; fetching the benchmark sets "
+            "from OpenML instead (once; scikit-learn caches them)."
+        )
+        sets = ((name, None) for name in BENCHMARK_NAMES)
+    for name, path in sets:
+        X, y = _read(name, path)
         note = ""
         if X.shape[0] > max_rows:
             rows = np.sort(rng.choice(X.shape[0], max_rows, replace=False))
             note = f" (subsampled {max_rows} of {X.shape[0]} rows)"
             X, y = X[rows], y[rows]
-        yield os.path.splitext(os.path.basename(path))[0], X, y, note
+        yield name, X, y, note
+
+
+def _read(name, path):
+    """A local CSV, or a set by name through ``fetch_regression_benchmark``."""
+    if path is not None:
+        data = np.loadtxt(path, delimiter=",", skiprows=1)
+        return data[:, :-1], data[:, -1]
+    from nwensemble.datasets import fetch_regression_benchmark
+
+    try:
+        return fetch_regression_benchmark(name, return_X_y=True)
+    except OSError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def evaluate(name, factory, X, y, folds):

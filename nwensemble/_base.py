@@ -36,9 +36,12 @@ from nwensemble._shared.backend import (
     move_to,
     same_namespace_or_raise,
     to_host,
+    to_numpy,
     where,
 )
 from nwensemble._shared.kernels import KERNELS, resolve_kernel
+from nwensemble._shared.table import fit_encoder
+from nwensemble._table_attributes import table_attributes
 from nwensemble._validation import as_float, validate_fit_data
 
 
@@ -62,6 +65,7 @@ class BaseNWRegressor(
     _parameter_constraints: dict = {
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [StrOptions(set(KERNELS))],
+        "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
         "init": [StrOptions({"auto", "pca", "identity", "random"}), "array-like"],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
@@ -87,6 +91,7 @@ class BaseNWRegressor(
         *,
         head_dim,
         kernel,
+        categorical_features,
         init,
         max_iter,
         tol,
@@ -105,6 +110,7 @@ class BaseNWRegressor(
     ):
         self.head_dim = head_dim
         self.kernel = kernel
+        self.categorical_features = categorical_features
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
@@ -133,6 +139,7 @@ class BaseNWRegressor(
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
+        tags.input_tags.allow_nan = True
         # With device='cpu' or 'cuda' the fitted arrays live on that device,
         # not beside the input, which scikit-learn's array-API checks expect.
         tags.array_api_support = getattr(self, "device", "auto") == "auto"
@@ -163,7 +170,9 @@ class BaseNWRegressor(
         """
         warm = self.warm_start and hasattr(self, "predictor_")
         previous = self.predictor_.W if warm else None
-        xp, X, Y, sw, single_output = self._validate_training_data(X, y, sample_weight)
+        xp, X, Y, sw, single_output, encoder = self._validate_training_data(
+            X, y, sample_weight
+        )
         fitted = fit_heads(
             self._fit_config(),
             X,
@@ -182,6 +191,7 @@ class BaseNWRegressor(
             heldout=fitted.heldout,
         )
         self.predictor_ = NWPredictor(
+            encoder=encoder,
             features=fitted.features,
             W=fitted.W,
             keys=fitted.keys.searchable(),
@@ -189,9 +199,15 @@ class BaseNWRegressor(
             single_output=single_output,
         )
         self._device = self.device
-        C, counts = fitted.components, fitted.loo.fallback_counts
-        self.components_ = C[0, ...] if self._single_head else C
-        self.n_support_fallback_ = int(counts[0]) if self._single_head else counts
+        n_heads, single = fitted.keys.n_heads, self._single_head
+        C = fitted.features.components(fitted.W, n_heads)
+        counts = fitted.loo.fallback_counts
+        self.components_ = C[0, ...] if single else C
+        for name, value in table_attributes(
+            encoder, fitted.features, fitted.W, n_heads=n_heads, single_head=single
+        ).items():
+            setattr(self, name, value)
+        self.n_support_fallback_ = int(counts[0]) if single else counts
         self.n_iter_ = fitted.solver.n_iter
         self.n_fev_ = fitted.solver.n_fev
         self.loss_curve_ = fitted.solver.loss_curve
@@ -246,21 +262,32 @@ class BaseNWRegressor(
     def _validate_training_data(self, X, y, sample_weight):
         """Validate ``fit`` input; return namespace and arrays on its device.
 
-        Returns ``xp, X, Y, sw, single_output`` with ``Y`` of shape (n, t) in
-        the dtype of ``X``, ``sw`` non-negative weights that sum to one, and
-        whether ``y`` was 1-d.
+        Returns ``xp, X, Y, sw, single_output, encoder``: ``X`` a floating
+        array, or a ``Table`` when some features are categorical or missing
+        (then ``encoder`` is its fitted ``TableEncoder``, else None); ``Y``
+        of shape (n, t) in the dtype of ``X``, ``sw`` non-negative weights
+        that sum to one, and whether ``y`` was 1-d.
         """
-        X, y = validate_fit_data(self, X, y)
-        xp, dev = get_namespace(X)
-        X = as_float(X, xp=xp)
+        X, y, mask = validate_fit_data(
+            self, X, y, categorical_features=self.categorical_features
+        )
+        table = mask is not None
+        xp, dev = get_namespace(X)  # NumPy for a DataFrame
+        if not table:
+            X = as_float(X, xp=xp)
         # scikit-learn's checks see the input's arrays only: with the dispatch
         # off they would turn arrays of another device into NumPy (which CuPy
         # refuses).
         sample_weight = move_to(sample_weight, xp=xp, device=dev)
-        sw = _check_sample_weight(sample_weight, X, dtype=X.dtype)
+        dtype = X.dtype if not table and X.dtype == xp.float32 else xp.float64
+        sw = _check_sample_weight(sample_weight, X, dtype=dtype)
         if self.device != "auto":
             xp, dev = compute_namespace(self.device, X)
-            X = move_to(X, xp=xp, device=dev)
+            X = X if table else move_to(X, xp=xp, device=dev)
+        encoder = None
+        if table:
+            encoder = fit_encoder(X, mask, to_numpy(sw), feature_names(self, X))
+            X = encoder.encode(X, xp=xp, device=dev, dtype=_table_dtype(X, xp))
         y = move_to(y, xp=xp, device=dev)
         sw = move_to(sw, xp=xp, device=dev)
         Y = xp.astype(y, X.dtype)
@@ -275,7 +302,7 @@ class BaseNWRegressor(
                 "At least 2 samples with positive sample_weight are needed: a "
                 f"leave-one-out fit attends to the other samples; got {n_positive}."
             )
-        return xp, X, Y, sw / xp.sum(sw), single_output
+        return xp, X, Y, sw / xp.sum(sw), single_output, encoder
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
@@ -288,10 +315,18 @@ class BaseNWRegressor(
         check_is_fitted(self)
         if getattr(self, "_device", "auto") == "auto":
             same_namespace_or_raise(X, self.components_, estimator=self, method=method)
+        if self.predictor_.encoder is not None:
+            validate_data(self, X, skip_check_array=True, reset=False)
+            return self.predictor_.encode(X)
         xp, _ = get_namespace(X)
-        X = as_float(
-            validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False), xp=xp
+        X = validate_data(
+            self,
+            X,
+            dtype=(xp.float64, xp.float32),
+            ensure_all_finite="allow-nan",
+            reset=False,
         )
+        X = as_float(X, xp=xp)
         if where(X) != where(self.components_):
             X = self.predictor_.to_model(X)
         return X
@@ -369,10 +404,14 @@ class BaseNWRegressor(
             Target probability that the interval holds a new target, in (0, 1).
         method : {'jackknife+', 'adaptive'}, default='jackknife+'
             ``'jackknife+'``: the bounds are quantiles of the leave-one-out
-            models' predictions at ``X`` minus and plus the absolute residuals.
+            models' predictions at ``X`` minus and plus the absolute residuals:
+            one width for all queries (up to the leave-one-out models'
+            spread), so that ``confidence_level`` holds over all queries but
+            not where the noise is large (less) or small (more).
             ``'adaptive'``: the residuals are first divided by the model's
             local error scale at their row and multiplied by that at ``X``,
-            so that intervals widen where the data are noisy.
+            so that intervals widen where the data are noisy; use it when the
+            noise varies across the input (see :ref:`prediction_intervals`).
 
         Returns
         -------
@@ -429,3 +468,17 @@ class BaseNWRegressor(
         return (
             result if self.predictor_.keys.support_index is not None else back(result)
         )
+
+
+def feature_names(estimator, X):
+    """Column names for messages: ``feature_names_in_``, else ``x<j>``."""
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is not None:
+        return [repr(str(n)) for n in names]
+    return [f"x{j}" for j in range(X.shape[1])]
+
+
+def _table_dtype(X, xp):
+    """float32 for a float32 array, float64 otherwise (frames included)."""
+    dtype = getattr(X, "dtype", None)
+    return xp.float32 if dtype == xp.float32 else xp.float64

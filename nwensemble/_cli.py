@@ -11,17 +11,20 @@ import time
 import numpy as np
 
 
-def _load_csv(path):
-    """Numeric CSV with a header row and the target in the last column."""
-    from nwensemble.datasets._benchmark import read_csv
+def _load_csv(path, out):
+    """A CSV table, the target in the last column (see ``read_table``); what
+    the reader decided is printed."""
+    from nwensemble.datasets._csv_table import read_table
 
     try:
-        X, y, _ = read_csv(path)
+        table = read_table(path)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from exc
     except OSError as exc:
         raise SystemExit(f"error: cannot read {path}: {exc}") from exc
-    return X, y
+    for note in table.notes:
+        print(f"note: {note}", file=out)
+    return table
 
 
 _WHICH_MODEL = """\
@@ -51,16 +54,16 @@ def _demo(args, out):
     from sklearn.model_selection import GridSearchCV, KFold, cross_validate
     from sklearn.neighbors import KNeighborsRegressor
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
     from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 
+    text = []
     if args.csv is None:
         X, y = load_diabetes(return_X_y=True)
         name = "diabetes (scikit-learn's load_diabetes)"
     else:
-        X, y = _load_csv(args.csv)
-        name = args.csv
+        table = _load_csv(args.csv, out)
+        X, y, text, name = table.X, table.y, table.text_columns, args.csv
         needed = _rows_needed(args.cv)
         if X.shape[0] < needed:
             raise SystemExit(
@@ -74,7 +77,7 @@ def _demo(args, out):
     inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
     ks = [k for k in (1, 3, 5, 10, 20, 40) if k <= inner_rows]
     knn = GridSearchCV(
-        make_pipeline(StandardScaler(), KNeighborsRegressor()),
+        make_pipeline(_knn_encoding(X), KNeighborsRegressor()),
         {
             "kneighborsregressor__n_neighbors": ks,
             "kneighborsregressor__weights": ["uniform", "distance"],
@@ -98,6 +101,8 @@ def _demo(args, out):
         "k-NN (tuned k, weights)": knn,
     }
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
+    if text:
+        print(f"categorical features: {', '.join(text)}", file=out)
     if args.device != "auto":
         print(f"NW models compute on device={args.device!r}", file=out)
     print(
@@ -143,6 +148,39 @@ def _demo(args, out):
     return 0
 
 
+def _knn_encoding(X):
+    """k-NN's input: standardised numbers, and for a table with text columns
+    or missing values, imputed numbers and one-hot text."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    if X.dtype != object:
+        if not np.isnan(X).any():
+            return StandardScaler()
+        return make_pipeline(SimpleImputer(add_indicator=True), StandardScaler())
+    text = [j for j in range(X.shape[1]) if any(isinstance(v, str) for v in X[:, j])]
+    numeric = [j for j in range(X.shape[1]) if j not in text]
+    return ColumnTransformer(
+        [
+            (
+                "num",
+                make_pipeline(SimpleImputer(add_indicator=True), StandardScaler()),
+                numeric,
+            ),
+            (
+                "text",
+                make_pipeline(
+                    SimpleImputer(strategy="constant", fill_value="(missing)"),
+                    OneHotEncoder(handle_unknown="ignore"),
+                ),
+                text,
+            ),
+        ]
+    )
+
+
 def _save_plots(model, path):
     """The subspace-similarity map and the BVC bars, side by side, to ``path``."""
     try:
@@ -183,8 +221,9 @@ def main(argv=None, out=None):
     )
     demo.add_argument(
         "--csv",
-        help="numeric CSV with a header row and the target in the last column "
-        "(default: scikit-learn's diabetes data)",
+        help="CSV table with the numeric target in the last column: numeric "
+        "and text (categorical) columns, empty cells missing (default: "
+        "scikit-learn's diabetes data)",
     )
     demo.add_argument("--cv", type=int, default=5, help="number of folds (default 5)")
     demo.add_argument(

@@ -29,6 +29,25 @@ kernel : {'softmax', 'epanechnikov', 'biweight', 'triweight'}, \
     NumPy input through a radius search (cost grows with the rows in the
     support, not with ``n_samples``) and ``attention_weights`` returns a
     ``scipy.sparse`` array. See the user guide's "Kernels" page.""",
+    "categorical_features": """\
+categorical_features : 'from_dtype', array-like of int, str or bool, or None, \
+        default='from_dtype'
+    Which features are categorical. ``'from_dtype'``: a DataFrame's
+    ``category``, string, ``object`` and boolean columns (polars frames
+    are read through pandas), and the columns of a NumPy ``object`` array
+    that hold strings; string columns need no conversion first. Else
+    integer indices, column names or a boolean mask, as in
+    :class:`~sklearn.ensemble.HistGradientBoostingRegressor`; None for none.
+    Each head places each level of a categorical feature at a learned
+    position in its subspace (an embedding: what a one-hot column times the
+    projection would give, looked up instead of multiplied, so memory grows
+    with the levels, not with rows times levels), starting from the level's
+    shrunk mean target. Levels seen in fewer than 5 training rows share one
+    "infrequent" embedding, which levels never seen in training also take;
+    a missing value has an embedding of its own. A missing (NaN) value of a
+    numeric feature gets a learned position too, in place of the feature's
+    projection; a feature with no missing values in training puts one met
+    at prediction at its training mean. See the user guide's "Real tables".""",
     "optimisation": """\
 max_iter : int, default=200
     Maximum number of L-BFGS iterations per stage (epochs for
@@ -125,6 +144,32 @@ verbose : int, default=0
     Print the loss and elapsed time at every iteration, and the time of
     each stage of ``fit``, when positive.""",
     "attributes": """\
+is_categorical_ : ndarray of bool of shape (n_features_in_,) or None
+    Which features were treated as categorical; None when the input was a
+    table of numbers without missing values.
+
+categories_ : list of ndarray
+    For each categorical feature (in column order), the levels with an
+    embedding of their own, sorted where they can be ordered (as
+    :class:`~sklearn.preprocessing.OneHotEncoder`'s ``categories_``).
+
+infrequent_categories_ : list of ndarray
+    For each categorical feature, the levels seen in fewer than 5 training
+    rows, which share the "infrequent" embedding.
+
+embeddings_ : list of arrays
+    For each categorical feature, its levels' positions in the heads'
+    subspaces, of shape (n_heads, len(categories_[i]) + 2, head_dim)
+    ((len(categories_[i]) + 2, head_dim) for one head): the rows of
+    ``categories_[i]``, then the infrequent-or-unseen level, then a missing
+    value. They add to the projection of the numeric features.
+
+missing_embeddings_ : array of shape (n_heads, head_dim, n_features_in_) or None
+    ((head_dim, n_features_in_) for one head) Where a missing value of a
+    numeric feature sits in each head, relative to a value at the training
+    mean: zero for features without missing values in training and for
+    categorical ones. None without a table.
+
 duplicate_weight_ : float
     The blend's weight ``rho`` (see ``duplicate_weight``): learned with
     ``'auto'``, else the parameter.

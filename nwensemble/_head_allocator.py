@@ -4,19 +4,21 @@ scaling rule or by cross-validation."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import time
 from numbers import Integral, Real
 
-import numpy as np
-from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
-from sklearn.metrics import check_scoring, get_scorer_names
-from sklearn.model_selection import GridSearchCV
+from sklearn.base import (
+    BaseEstimator,
+    RegressorMixin,
+    TransformerMixin,
+    _fit_context,
+    clone,
+)
+from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from nwensemble._allocator_scores import fit_and_score_loo, results_table
+from nwensemble._allocation_search import search_by_folds, search_by_loo
 from nwensemble._atomic import atomic_fit
+from nwensemble._chosen_model import ChosenModelMixin
 from nwensemble._fit.allocation import (
     candidate_allocations,
     check_budget,
@@ -25,15 +27,13 @@ from nwensemble._fit.allocation import (
 )
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._shared.backend import (
-    get_namespace,
-    same_namespace_or_raise,
     to_host,
     where,
 )
 from nwensemble._validation import validate_fit_data
 
 
-class HeadAllocator(RegressorMixin, BaseEstimator):
+class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEstimator):
     """Choose the number of heads and their dimension under a budget.
 
     The budget ``D`` bounds the total dimension of all heads,
@@ -100,6 +100,11 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         ``strategy='theory'`` the candidates are already fitted on all rows
         and nothing is refitted.
 
+    random_state : int, RandomState instance or None, default=None
+        Given to every candidate as its ``random_state`` (the estimator's
+        own is kept when None), so that two fits on the same data choose
+        the same allocation and predict alike.
+
     verbose : int, default=0
         Progress on stdout: with ``cv=None``, one line per fitted candidate
         with its score, the time elapsed and an estimate of the time left;
@@ -121,7 +126,16 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         score with ``cv=None`` or ``strategy='theory'``).
 
     best_estimator_ : estimator
-        The chosen model fitted on all rows; only with ``refit=True``.
+        The chosen model fitted on all rows; only with ``refit=True``. The
+        allocator predicts through it (``predict``, ``predict_interval``,
+        ``transform``, ``attention_weights``) and reads its fitted
+        diagnostics as its own attributes: ``components_``, ``hdi_``,
+        ``bvc_decomposition_``, ``head_weights_``, ``head_correlation_``,
+        ``subspace_similarity_``, ``principal_angles_``, ``diversity_``,
+        ``loo_prediction_``, ``calibration_rows_``, ``n_support_fallback_``,
+        ``duplicate_weight_``, ``is_categorical_``, ``categories_``,
+        ``infrequent_categories_``, ``embeddings_``,
+        ``missing_embeddings_``, ``n_iter_`` and ``loss_curve_``.
 
     best_index_ : int
         Row of the chosen allocation in ``cv_results_``.
@@ -172,6 +186,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "n_jobs": [Integral, None],
         "refit": ["boolean"],
+        "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
@@ -186,6 +201,7 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         scoring=None,
         n_jobs=None,
         refit=True,
+        random_state=None,
         verbose=0,
     ):
         self.estimator = estimator
@@ -196,11 +212,13 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self.scoring = scoring
         self.n_jobs = n_jobs
         self.refit = refit
+        self.random_state = random_state
         self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
+        tags.input_tags.allow_nan = True
         tags.array_api_support = True
         return tags
 
@@ -215,13 +233,16 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
 
     def _base_estimator(self):
         base = MultiHeadNWRegressor() if self.estimator is None else self.estimator
-        missing = {"n_heads", "head_dim"} - set(base.get_params(deep=False))
+        params = base.get_params(deep=False)
+        missing = {"n_heads", "head_dim"} - set(params)
         if missing:
             raise ValueError(
                 f"HeadAllocator needs an estimator with n_heads and head_dim "
                 f"parameters (such as MultiHeadNWRegressor); "
                 f"{type(base).__name__} lacks {sorted(missing)}."
             )
+        if self.random_state is not None and "random_state" in params:
+            base = clone(base).set_params(random_state=self.random_state)
         return base
 
     def _budget(self, n_samples, n_features):
@@ -290,139 +311,45 @@ class HeadAllocator(RegressorMixin, BaseEstimator):
         self : object
             Fitted allocator.
         """
-        X, y = validate_fit_data(self, X, y)
+        base = self._base_estimator()
+        X, y, mask = validate_fit_data(
+            self, X, y, categorical_features=getattr(base, "categorical_features", None)
+        )
         n, p = X.shape
         self._fit_where = where(X)
-        base = self._base_estimator()
+        self._table = mask is not None
         self.budget_ = self._budget(n, p)
         H, d = theory_allocation(n, p, self.budget_, self.smoothness)
         self.theory_allocation_ = {"n_heads": H, "head_dim": d}
         candidates = self._candidates(n, p)
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        search = dict(scoring=self.scoring, n_jobs=self.n_jobs, verbose=self.verbose)
         if self.strategy == "cv" and self.cv is not None:
-            self._fit_cv(base, candidates, X, y, fit_params)
+            found = search_by_folds(
+                base,
+                candidates,
+                X,
+                y,
+                fit_params,
+                cv=self.cv,
+                refit=self.refit,
+                **search,
+            )
         else:
-            self._fit_loo(base, candidates, X, y, fit_params)
+            # The rule's allocation alone needs no score to be chosen.
+            found = search_by_loo(
+                base,
+                candidates,
+                X,
+                y,
+                fit_params,
+                required=self.strategy == "cv",
+                **search,
+            )
+        self.cv_results_, self.best_index_, self.best_score_, best = found
+        if self.refit:
+            self.best_estimator_ = best
         self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
         self.n_heads_ = self.best_params_["n_heads"]
         self.head_dim_ = self.best_params_["head_dim"]
         return self
-
-    def _fit_cv(self, base, candidates, X, y, fit_params):
-        search = GridSearchCV(
-            base,
-            [{"n_heads": [H], "head_dim": [d]} for H, d in candidates],
-            scoring=self.scoring,
-            cv=self.cv,
-            n_jobs=self.n_jobs,
-            refit=self.refit,
-            error_score="raise",
-            verbose=3 if self.verbose else 0,
-        ).fit(X, y, **fit_params)
-        self.cv_results_ = search.cv_results_
-        self.best_index_ = int(search.best_index_)
-        self.best_score_ = float(search.best_score_)
-        if self.refit:
-            self.best_estimator_ = search.best_estimator_
-
-    def _fit_loo(self, base, candidates, X, y, fit_params):
-        """Fit every candidate on all rows and score its leave-one-out
-        predictions; with ``verbose``, report each as it finishes."""
-        scorer = check_scoring(base, scoring=self.scoring)
-        # The rule's allocation alone needs no score to be chosen.
-        required = self.strategy == "cv"
-        tasks = [
-            delayed(fit_and_score_loo)(
-                clone(base).set_params(n_heads=H, head_dim=d),
-                X,
-                y,
-                fit_params,
-                scorer,
-                required=required,
-            )
-            for H, d in candidates
-        ]
-        if self.verbose:
-            print(
-                f"[HeadAllocator] {len(tasks)} candidates, each fitted on all "
-                f"{X.shape[0]} rows and scored by leave-one-out",
-                flush=True,
-            )
-        start = time.perf_counter()
-        results = []
-        for (H, d), result in zip(
-            candidates, Parallel(n_jobs=self.n_jobs, return_as="generator")(tasks)
-        ):
-            results.append(result)
-            if self.verbose:
-                elapsed = time.perf_counter() - start
-                left = elapsed / len(results) * (len(tasks) - len(results))
-                print(
-                    f"[HeadAllocator] n_heads={H}, head_dim={d}: "
-                    f"score={result[1]:.4f}  elapsed={elapsed:.1f}s  left~{left:.0f}s",
-                    flush=True,
-                )
-        scores = np.array([r[1] for r in results])
-        fit_times = np.array([r[2] for r in results])
-        score_times = np.array([r[3] for r in results])
-        self.cv_results_ = results_table(candidates, scores, fit_times, score_times)
-        self.best_index_ = int(np.argmax(scores))
-        self.best_score_ = float(scores[self.best_index_])
-        if self.refit:
-            self.best_estimator_ = results[self.best_index_][0]
-
-    def predict(self, X, **predict_params):
-        """Predict with the chosen model (``best_estimator_``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query samples.
-        **predict_params : dict
-            Passed on, for example ``return_std=True``.
-
-        Returns
-        -------
-        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
-            The chosen model's predictions (and what ``predict_params`` ask for).
-        """
-        X = self._check_query(X, "predict")
-        return self.best_estimator_.predict(X, **predict_params)
-
-    def predict_interval(self, X, *, confidence_level=0.9, method="jackknife+"):
-        """Predict with conformal intervals from the chosen model.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query samples.
-        confidence_level : float, default=0.9
-        method : {'jackknife+', 'adaptive'}, default='jackknife+'
-            See :meth:`MultiHeadNWRegressor.predict_interval`.
-
-        Returns
-        -------
-        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
-        y_pis : array of shape (n_samples, 2) or (n_samples, n_outputs, 2)
-        """
-        X = self._check_query(X, "predict_interval")
-        if not hasattr(self.best_estimator_, "predict_interval"):
-            raise AttributeError(
-                f"The chosen {type(self.best_estimator_).__name__} has no "
-                "predict_interval."
-            )
-        return self.best_estimator_.predict_interval(
-            X, confidence_level=confidence_level, method=method
-        )
-
-    def _check_query(self, X, method):
-        """Validated query rows for the refitted best estimator."""
-        check_is_fitted(self)
-        if not self.refit:
-            raise AttributeError(
-                "HeadAllocator was fitted with refit=False: it holds the scores "
-                "only. Refit with refit=True to predict."
-            )
-        same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
-        xp, _ = get_namespace(X)
-        return validate_data(self, X, dtype=(xp.float64, xp.float32), reset=False)

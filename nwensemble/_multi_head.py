@@ -61,6 +61,8 @@ class MultiHeadNWRegressor(BaseNWRegressor):
 
     %(kernel)s
 
+    %(categorical_features)s
+
     diversity : float or 'auto', default=0.0
         Weight ``delta`` of the heads' ambiguity, subtracted from the
         ensemble's leave-one-out loss (both fractions of the target
@@ -215,6 +217,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         *,
         head_dim=None,
         kernel="softmax",
+        categorical_features="from_dtype",
         diversity=0.0,
         head_weights="uniform",
         bvc_resamples=10,
@@ -238,6 +241,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         super().__init__(
             head_dim=head_dim,
             kernel=kernel,
+            categorical_features=categorical_features,
             init=init,
             max_iter=max_iter,
             tol=tol,

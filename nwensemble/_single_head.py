@@ -33,6 +33,8 @@ class NWAttentionRegressor(BaseNWRegressor):
 
     %(kernel)s
 
+    %(categorical_features)s
+
     init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
             (head_dim, n_features), default='auto'
         Starting projection. ``'auto'`` is ``'pca'`` when ``head_dim`` is smaller
@@ -116,6 +118,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         head_dim=None,
         *,
         kernel="softmax",
+        categorical_features="from_dtype",
         init="auto",
         max_iter=200,
         tol=1e-5,
@@ -135,6 +138,7 @@ class NWAttentionRegressor(BaseNWRegressor):
         super().__init__(
             head_dim=head_dim,
             kernel=kernel,
+            categorical_features=categorical_features,
             init=init,
             max_iter=max_iter,
             tol=tol,

@@ -39,12 +39,68 @@ def test_demo_on_csv(tmp_path):
     assert "shape (3, 2, 3)" in out.getvalue()  # floor(log(80 / 10))
 
 
-def test_demo_rejects_bad_csv(tmp_path):
-    """A non-numeric CSV stops with a message naming the file."""
+def test_demo_rejects_a_column_of_numbers_and_text(tmp_path):
+    """A cell of text in a column of numbers stops with the column's name and
+    the line it is on (counting the header as line 1)."""
     path = tmp_path / "bad.csv"
-    path.write_text("a,target\nx,1\n")
-    with pytest.raises(SystemExit, match="not a numeric CSV"):
+    path.write_text(
+        "a,hp,target\n" + "".join(f"{i},{i},1\n" for i in range(9)) + "9,?,1\n"
+    )
+    with pytest.raises(
+        SystemExit, match=r"line 11: column 'hp' holds numbers and also text \('\?'\)"
+    ):
         main(["demo", "--csv", str(path)])
+    path.write_text("a,target\n1,2\n2,\n")
+    with pytest.raises(SystemExit, match="line 3: the target column 'target' is empty"):
+        main(["demo", "--csv", str(path)])
+
+
+def _rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    return X, X[:, 0] + 0.1 * rng.standard_normal(n)
+
+
+def test_demo_reads_a_file_without_header(tmp_path):
+    """A first line of numbers is data: all rows are kept and the user is
+    told how the columns are named."""
+    X, y = _rows(30)
+    path = tmp_path / "noheader.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",")
+    out = io.StringIO()
+    main(["demo", "--csv", str(path), "--cv", "2"], out=out)
+    text = out.getvalue()
+    assert "30 samples x 2 features" in text
+    assert "no header row" in text and "x0..x1" in text
+
+
+def test_demo_drops_a_saved_index_column(tmp_path):
+    pd = pytest.importorskip("pandas")
+    X, y = _rows(30, seed=1)
+    path = tmp_path / "indexed.csv"
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "target": y}).to_csv(path)
+    out = io.StringIO()
+    main(["demo", "--csv", str(path), "--cv", "2"], out=out)
+    text = out.getvalue()
+    assert "30 samples x 2 features" in text
+    assert "a saved index, not a feature" in text
+
+
+def test_demo_reads_text_columns_and_empty_cells(tmp_path):
+    rng = np.random.default_rng(2)
+    lines = ["hp,origin,target"]
+    for i in range(40):
+        hp = "" if i % 7 == 3 else f"{rng.uniform(50, 200):.1f}"
+        origin = ["usa", "japan", "europe"][i % 3] if i % 11 else ""
+        lines.append(f"{hp},{origin},{rng.uniform(10, 40):.1f}")
+    path = tmp_path / "mixed.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = io.StringIO()
+    assert main(["demo", "--csv", str(path), "--cv", "2"], out=out) == 0
+    text = out.getvalue()
+    assert "categorical features: origin" in text
+    assert "empty (or NA) cells are read as missing values" in text
+    assert "k-NN (tuned k, weights)" in text
 
 
 @pytest.mark.parametrize("rows, cv", [(3, 5), (6, 5), (5, 2)])

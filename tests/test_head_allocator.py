@@ -321,3 +321,32 @@ def test_verbose_reports_each_candidate_with_time_left(small, capsys):
     assert "[CV " in capsys.readouterr().out  # GridSearchCV's own lines
     HeadAllocator(est, budget=4).fit(X, y)
     assert capsys.readouterr().out == ""
+
+
+def test_random_state_makes_two_fits_alike(small):
+    """random_state reaches every candidate: two fits choose and predict
+    alike; the estimator's own random_state is kept when it is None."""
+    X, y = small
+    a = HeadAllocator(random_state=0).fit(X, y)
+    b = HeadAllocator(random_state=0).fit(X, y)
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_array_equal(a.predict(X[:7]), b.predict(X[:7]))
+    assert a.best_estimator_.random_state == 0
+    own = HeadAllocator(MultiHeadNWRegressor(random_state=3)).fit(X, y)
+    assert own.best_estimator_.random_state == 3
+
+
+def test_the_chosen_model_answers_for_the_allocator(small):
+    X, y = small
+    alloc = HeadAllocator(random_state=0).fit(X, y)
+    best = alloc.best_estimator_
+    np.testing.assert_array_equal(alloc.transform(X[:4]), best.transform(X[:4]))
+    w, rows = alloc.attention_weights(X[:4], top_k=3)
+    np.testing.assert_array_equal(rows, best.attention_weights(X[:4], top_k=3)[1])
+    np.testing.assert_array_equal(alloc.components_, best.components_)
+    for name in ("hdi_", "bvc_decomposition_", "loo_prediction_", "n_iter_"):
+        assert hasattr(alloc, name), name
+    with pytest.raises(AttributeError, match="no attribute 'not_a_thing_'"):
+        alloc.not_a_thing_
+    with pytest.raises(AttributeError):
+        HeadAllocator().hdi_  # not fitted

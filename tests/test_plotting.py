@@ -133,3 +133,47 @@ def test_attention_display_rejects_bad_input(fitted):
         AttentionDisplay.from_estimator(model, X[:1], top_k=0)
     with pytest.raises(ValueError, match="row_labels"):
         AttentionDisplay(np.ones((2, 3)), columns=[0, 1, 2], row_labels=["a"]).plot()
+
+
+def _overlap(a, b):
+    return not (a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0)
+
+
+@pytest.mark.parametrize("n_models", [1, 3])
+def test_bvc_legend_covers_no_bar(fitted, n_models):
+    model = fitted[0]
+    disp = BVCDisplay.from_estimators([model] * n_models)
+    disp.figure_.canvas.draw()
+    legend = disp.ax_.get_legend().get_window_extent()
+    for bars in disp.bars_.values():
+        for patch in bars.patches:
+            assert not _overlap(legend, patch.get_window_extent())
+
+
+def test_saved_attention_figure_keeps_its_tick_labels(fitted, tmp_path):
+    """The rotated row labels lie inside the figure written to a file."""
+    model, X, _ = fitted
+    disp = AttentionDisplay.from_estimator(model, X[:1], top_k=8)
+    disp.figure_.savefig(tmp_path / "attention.png")
+    figure = disp.figure_.bbox
+    for label in disp.ax_.get_xticklabels():
+        box = label.get_window_extent()
+        assert box.y0 >= figure.y0 and box.x0 >= figure.x0 and box.x1 <= figure.x1
+
+
+def test_attention_display_takes_one_row_as_an_array_or_a_series(fitted):
+    pd = pytest.importorskip("pandas")
+    model, X, _ = fitted
+    ref = AttentionDisplay.from_estimator(model, X[:1]).weights
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    named = MultiHeadNWRegressor(n_heads=3, head_dim=2, random_state=0).fit(
+        frame, fitted[2]
+    )
+    np.testing.assert_allclose(
+        AttentionDisplay.from_estimator(model, X[0]).weights, ref
+    )
+    np.testing.assert_allclose(
+        AttentionDisplay.from_estimator(named, frame.iloc[0]).weights, ref
+    )
+    with pytest.raises(ValueError, match="one query"):
+        AttentionDisplay.from_estimator(model, X[:2])

@@ -113,13 +113,55 @@ def test_adam_steps_read_nothing_back(count_read_backs, kernel, Estimator, param
 def test_verbose_reports_epochs_with_time_left(data, capsys):
     X, y, _, _ = data
     with pytest.warns(ConvergenceWarning):
-        NWAttentionRegressor(solver="adam", max_iter=3, verbose=1).fit(X, y)
+        NWAttentionRegressor(solver="adam", max_iter=4, verbose=1).fit(X, y)
     epochs = [
         line for line in capsys.readouterr().out.splitlines() if "] epoch " in line
     ]
-    assert [line.split()[2] for line in epochs] == ["1/3", "2/3", "3/3"]
-    assert all(re.search(r"elapsed=\S+s  left<=\d+s$", line) for line in epochs)
-    assert epochs[-1].endswith("left<=0s")
+    assert [line.split()[2] for line in epochs] == ["1/4", "2/4", "3/4", "4/4"]
+    # A forecast from the third epoch on, and always the bound.
+    assert all(re.search(r"\(left<=\d+s\)$", line) for line in epochs)
+    assert ["left~" in line for line in epochs] == [False, False, True, True]
+    assert epochs[-1].endswith("left~0s (left<=0s)")
+
+
+def test_forecast_of_the_epochs_left():
+    """The forecast follows a geometric approach to the plateau: more epochs
+    while the loss still falls fast, ``patience`` once it is flat, never
+    beyond the limit."""
+    from nwensemble._fit.early_stopping import EarlyStopping
+
+    losses = iter(1.0 + 0.5**e for e in range(60))
+    monitor = EarlyStopping(
+        lambda theta: next(losses), patience=5, tol=1e-6, noisy=True
+    )
+    forecasts = []
+    for e in range(20):
+        monitor.update(None)
+        forecasts.append(monitor.epochs_left(100))
+    assert forecasts[:2] == [None, None]
+    # Halving gaps: about log2(gap / threshold) epochs more, plus patience.
+    expected = np.log2(0.5**3 / (1e-6 / 5)) + 5
+    assert abs(forecasts[3] - expected) <= 2
+    assert all(f <= 100 for f in forecasts[2:])
+    assert monitor.epochs_left(3) <= 3
+    flat = EarlyStopping(lambda theta: 1.0, patience=5, tol=1e-6, noisy=True)
+    for _ in range(8):
+        stop = flat.update(None)
+    assert flat.epochs_left(100) == 5 and stop
+
+
+def test_flat_noisy_losses_stop_the_fit():
+    """Losses that only fluctuate stop a noisy monitor once the best of the
+    last ``patience`` is no better than their spread, even though each
+    fluctuation sets a new best by more than ``tol``."""
+    from nwensemble._fit.early_stopping import EarlyStopping
+
+    rng = np.random.default_rng(0)
+    values = list(1.0 - 1e-3 * np.arange(12)) + list(0.989 + 0.002 * rng.random(200))
+    losses = iter(values)
+    noisy = EarlyStopping(lambda t: next(losses), patience=10, tol=1e-5, noisy=True)
+    stops = [noisy.update(None) for _ in range(60)]
+    assert 12 < stops.index(True) < 40
 
 
 def test_scale_search_finds_the_grid_minimum(monkeypatch):

@@ -29,6 +29,7 @@ from nwensemble._fit.config import SolverResult
 from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
 from nwensemble._fit.loo_loss import loo_loss_and_grad
 from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.design import take_rows_of
 from nwensemble._shared.rows import take_rows
 
 # batch_size="auto": rows per minibatch.
@@ -50,7 +51,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     ``n_fev`` minibatch steps.
     """
     p, k = W0.shape
-    dev = device(Xs)
+    dev = device(Ys)
     n_params = p * k
     n_heads = config.n_heads
     train, val, val_rows = split_validation(
@@ -83,6 +84,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
         ),
         patience=config.n_iter_no_change,
         tol=config.tol,
+        noisy=True,
     )
     monitor.start(W, score=False)
     curve, n_steps, start = [], 0, time.perf_counter()
@@ -100,7 +102,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
             swb = xp.take(swt, idx, axis=0)
             loss, grad = loo_loss_and_grad(
                 W,
-                xp.take(Xt, idx, axis=0),
+                take_rows_of(Xt, idx, xp=xp),
                 xp.take(Yt, idx, axis=0),
                 swb / xp.sum(swb),
                 xp=xp,
@@ -123,13 +125,15 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
         stop = monitor.update(W)
         if config.verbose:
             elapsed = time.perf_counter() - start
-            # At most this long: early stopping may end the fit sooner.
-            left = elapsed / epochs * (config.max_iter - epochs)
+            per_epoch = elapsed / epochs
+            # At most max_iter epochs; early stopping, forecast, sooner.
+            forecast = monitor.epochs_left(config.max_iter - epochs)
+            guess = "" if forecast is None else f"left~{per_epoch * forecast:.0f}s "
             val = f"val={monitor.last:.6e}  " if scored else ""
             print(
                 f"[{config.name}] epoch {epochs:4d}/{config.max_iter}  "
-                f"loss={curve[-1]:.6e}  {val}elapsed={elapsed:.2f}s  "
-                f"left<={left:.0f}s",
+                f"loss={curve[-1]:.6e}  {val}elapsed={elapsed:.2f}s  {guess}"
+                f"(left<={per_epoch * (config.max_iter - epochs):.0f}s)",
                 flush=True,
             )
         if config.callback is not None:

@@ -105,7 +105,7 @@ def _heldout_losses(Ws, Xs, Ys, sw, heldout, config, xp):
     keys = take_rows(Xs, Ys, sw, np.flatnonzero(~held), xp=xp)
     return [
         heldout_loss(
-            xp.asarray(W, dtype=Xs.dtype, device=device(Xs)),
+            xp.asarray(W, dtype=Xs.dtype, device=device(Ys)),
             *scored,
             *keys,
             kernel=config.kernel,

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from nwensemble._shared.backend import namespace_of, to_numpy
+from nwensemble._shared.design import project
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.rows import take_rows
 
@@ -65,9 +66,9 @@ def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, kernel, n_heads):
 
     Used for early stopping: held-out rows are queries only, never keys.
     """
-    xp, _ = namespace_of(Xk)
-    keys = Keys.of(Xk @ W, Yk, swk, kernel=kernel, n_heads=n_heads)
-    R = keys.passes().estimates(Xq @ W) - Yq
+    xp, _ = namespace_of(Yk)
+    keys = Keys.of(project(Xk, W), Yk, swk, kernel=kernel, n_heads=n_heads)
+    R = keys.passes().estimates(project(Xq, W)) - Yq
     return float(xp.sum(swq * xp.sum(R * R, axis=1)))
 
 
@@ -83,24 +84,33 @@ class EarlyStopping:
         Stop after this many iterations without an improvement of more than
         ``tol`` (relative).
     tol : float
+    noisy : bool, default=False
+        The losses fluctuate from one iteration to the next (minibatch
+        epochs): also stop once they are flat, that is when the best of the
+        last ``patience`` losses improves on the best before them by less
+        than the standard deviation of those ``patience`` losses (a new best
+        that small is the fluctuation, not progress).
     """
 
-    def __init__(self, val_loss, *, patience, tol):
+    def __init__(self, val_loss, *, patience, tol, noisy=False):
         self.val_loss = val_loss
         self.patience = patience
         self.tol = tol
+        self.noisy = noisy
         self.best = np.inf
         self.best_theta = None
         self.last = np.inf
+        self.history = []
         self._stale = 0
 
     def start(self, theta, *, score=True):
         """Begin from ``theta``: scored, so that a fit can never end worse, or
         (``score=False``) only kept as the answer until an iterate is scored."""
+        # Kept as the answer until an iterate scores better, also when its
+        # own score is not finite.
+        self.best_theta = _kept(theta)
         if score:
             self.update(theta)
-        else:
-            self.best_theta = _kept(theta)
         self._stale = 0
 
     def reset_patience(self):
@@ -110,6 +120,7 @@ class EarlyStopping:
     def update(self, theta):
         """Record the held-out loss at ``theta``; return True to stop."""
         self.last = self.val_loss(theta)
+        self.history.append(self.last)
         if self.last < self.best * (1.0 - self.tol):
             self._stale = 0
         else:
@@ -117,7 +128,46 @@ class EarlyStopping:
         if self.last < self.best:
             self.best = self.last
             self.best_theta = _kept(theta)
-        return self._stale >= self.patience
+        return self._stale >= self.patience or (self.noisy and self.flat())
+
+    def epochs_left(self, limit):
+        """A forecast of the iterations left before the losses are flat (at
+        most ``limit``), for progress lines; None before three losses.
+
+        The running best's improvement per iteration, ``g``, over the last
+        ``k = min(n / 3, patience)`` iterations is taken to shrink by a
+        factor ``q`` per iteration, ``q`` from ``g`` over the ``k`` before
+        (within [0.3, 0.97]); the fit should stop ``patience`` iterations
+        after ``g`` falls to the losses' own fluctuation (their standard
+        deviation above the running best over the last ``patience``, at
+        least ``tol`` times the best) spread over ``patience`` iterations.
+        """
+        h = np.asarray(self.history, dtype=np.float64)
+        n, P = h.shape[0], self.patience
+        if n < 3 or not np.all(np.isfinite(h)):
+            return None
+        best = np.minimum.accumulate(h)
+        k = max(1, min(n // 3, P))
+        now = (best[-1 - k] - best[-1]) / k
+        threshold = max(float(np.std(h[-P:] - best[-P:])), self.tol * best[-1]) / P
+        if now <= threshold:
+            return min(P, limit)
+        q = 0.9
+        if n > 2 * k:
+            before = (best[-1 - 2 * k] - best[-1 - k]) / k
+            if before > 0:
+                q = min(max((now / before) ** (1.0 / k), 0.3), 0.97)
+        more = math.log(threshold / now) / math.log(q)
+        return int(min(limit, math.ceil(more) + P))
+
+    def flat(self):
+        """Whether the last ``patience`` losses are flat (see ``noisy``)."""
+        P = self.patience
+        if len(self.history) <= P:
+            return False
+        recent = np.asarray(self.history[-P:], dtype=np.float64)
+        improvement = min(self.history[:-P]) - recent.min()
+        return bool(improvement < recent.std())
 
 
 def _kept(theta):

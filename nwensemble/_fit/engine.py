@@ -15,13 +15,16 @@ from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble._fit.config import SolverResult
 from nwensemble._fit.diversity import solve_with_diversity
+from nwensemble._fit.embedding_start import start_with_codes
 from nwensemble._fit.solvers import choose_solver
 from nwensemble._fit.start import initial_projection
 from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.design import Design, project
 from nwensemble._shared.duplicates import DuplicateIndex
-from nwensemble._shared.features import FeatureMap
+from nwensemble._shared.features import fit_feature_map
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.scaling import power_of_two_scale
+from nwensemble._shared.table import copy_key
 
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
@@ -49,13 +52,11 @@ class FittedHeads:
     ----------
     features : FeatureMap
         The fitted feature map.
-    W : array of shape (n_features, n_heads * head_dim)
-        The projections in the feature map's units, in the input's
-        namespace, dtype and device.
-    components : array of shape (n_heads, head_dim, n_features)
-        ``W`` per head and transposed, in the input's units when the map is
-        linear (``components_``).
-    W_std : ndarray of shape (n_heads, head_dim, n_features)
+    W : array of shape (n_parameters, n_heads * head_dim)
+        The projections in the feature map's units (for a table with codes,
+        the numeric features' rows, then the embedding rows; see
+        ``design``), in the input's namespace, dtype and device.
+    W_std : ndarray of shape (n_heads, head_dim, n_parameters)
         ``W`` per head and transposed, float64 NumPy.
     keys : Keys
         The mapped training rows projected by ``W``, with their targets and
@@ -72,7 +73,6 @@ class FittedHeads:
 
     features: Any
     W: Any
-    components: Any
     W_std: np.ndarray
     keys: Keys
     duplicates: Any
@@ -94,34 +94,40 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     """Map the features, learn the heads' projections and their
     leave-one-out residuals.
 
-    ``X`` (n, p) and ``Y`` (n, t) are validated arrays of one namespace and
-    device, ``sw`` (n,) non-negative weights summing to one; ``previous``
-    the last fit's ``W`` (warm start) or None. Returns ``FittedHeads``.
+    ``X`` (n, p) is a validated array or ``Table`` and ``Y`` (n, t) an
+    array, of one namespace and device, ``sw`` (n,) non-negative weights
+    summing to one; ``previous`` the last fit's ``W`` (warm start) or None.
+    Returns ``FittedHeads``.
     """
     n_heads = config.n_heads
-    features = FeatureMap(config.standardize)
-    Xs = features.fit_transform(X, sw, rng=rng, xp=xp)
+    features, Xs = fit_feature_map(
+        X, sw, standardize=config.standardize, rng=rng, xp=xp
+    )
     Ys = scaled_targets(Y, sw, xp=xp)
-    # components_ (and init arrays) are in input units when the map is
-    # linear, else in the units of the warped, standardised features.
-    if features.is_linear:
-        scale_np = to_numpy(features.scale).astype(np.float64)
-    else:
-        scale_np = np.ones(X.shape[1])
-    p = X.shape[1]
     # With the copies' blend on, the heads learn from the rows with their
     # copies merged: leave-one-out then leaves a record out with all its
     # copies, so that the heads learn to predict from other records (the
     # blend serves the copies).
     duplicates = None
     if config.duplicate_weight != 0:
-        duplicates = DuplicateIndex(X, Y, sw, xp=xp)
+        duplicates = DuplicateIndex(copy_key(X), Y, sw, xp=xp)
     Xt, Yt, swt, merged_group = Xs, Ys, sw, None
     if duplicates is not None:
         Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
     start = time.perf_counter()
-    W0 = initial_projection(config, previous, Xt, Yt, swt, scale_np, rng=rng, xp=xp)
+    if isinstance(Xt, Design):
+        W0 = start_with_codes(
+            config, previous, Xt, features.codes, Yt, swt, rng=rng, xp=xp
+        )
+    else:
+        # Init arrays are in input units when the map is linear, else in
+        # the units of the warped, standardised features.
+        scale = features.scale if features.is_linear else None
+        scale_np = np.ones(X.shape[1]) if scale is None else to_numpy(scale)
+        W0 = initial_projection(
+            config, previous, Xt, Yt, swt, scale_np.astype(np.float64), rng=rng, xp=xp
+        )
     config.progress("start (bandwidths on a subsample)", start)
     d = W0.shape[1] // n_heads
 
@@ -142,11 +148,8 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
         start,
     )
 
-    dev = device(X)
-    W = xp.asarray(fitted.W, dtype=X.dtype, device=dev)
-    scale = xp.asarray(scale_np, dtype=X.dtype, device=dev)
-    components = xp.reshape((W / scale[:, None]).T, (n_heads, d, p))
-    keys = Keys.of(Xs @ W, Y, sw, kernel=config.kernel, n_heads=n_heads)
+    W = xp.asarray(fitted.W, dtype=X.dtype, device=device(Y))
+    keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = _original_rows(fitted.heldout, merged_group, duplicates)
     start = time.perf_counter()
     loo = _leave_one_out(keys, sw, heldout, rng=rng)
@@ -154,8 +157,7 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     return FittedHeads(
         features=features,
         W=W,
-        components=components,
-        W_std=fitted.W.T.reshape(n_heads, d, p),
+        W_std=fitted.W.T.reshape(n_heads, d, -1),
         keys=keys,
         duplicates=duplicates,
         solver=fitted,

@@ -10,6 +10,7 @@ from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_va
 from nwensemble._fit.loo_loss import loo_loss_and_grad
 from nwensemble._fit.optim import LBFGSRun
 from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.design import as_dtype
 from nwensemble._shared.rows import subsample
 
 # Coarse-to-fine fitting of one head: above twice this many rows, L-BFGS
@@ -35,7 +36,7 @@ def objective(W, X, Y, sw, *, config, xp, workspace=None):
     heads' ambiguity (see ``loo_loss_and_grad``), computed in the namespace
     and dtype of ``X``. Returns the value and its gradient as float64 NumPy.
     """
-    Wx = xp.asarray(W, dtype=X.dtype, device=device(X))
+    Wx = xp.asarray(W, dtype=X.dtype, device=device(Y))
     loss, grad = loo_loss_and_grad(
         Wx,
         X,
@@ -60,8 +61,8 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
 
-    def as_W(theta, like):
-        return xp.asarray(theta.reshape(p, k), dtype=like.dtype, device=device(like))
+    def as_W(theta):
+        return xp.asarray(theta.reshape(p, k), dtype=Xs.dtype, device=device(Ys))
 
     def callback(theta, n_iter):
         config.callback(theta.reshape(p, k), n_iter)
@@ -73,7 +74,7 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     if val is not None:
         monitor = EarlyStopping(
             lambda theta: heldout_loss(
-                as_W(theta, Xs),
+                as_W(theta),
                 *val,
                 *train,
                 kernel=config.kernel,
@@ -93,7 +94,8 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     for label, (Xst, Yst, swt) in stages:
         workspace = {}
         if Xst.dtype == xp.float64 and Xst.shape[0] >= _FLOAT32_LOSS_ROWS:
-            Xst, Yst, swt = (xp.astype(a, xp.float32) for a in (Xst, Yst, swt))
+            Xst = as_dtype(Xst, xp.float32, xp=xp)
+            Yst, swt = (xp.astype(a, xp.float32) for a in (Yst, swt))
 
         def fun(theta, Xst=Xst, Yst=Yst, swt=swt, workspace=workspace):
             return objective(

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from nwensemble._shared.attention import log_weights
 from nwensemble._shared.backend import device
+from nwensemble._shared.design import backproject, project
 
 
 def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
@@ -20,7 +21,8 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
     W : array of shape (p, n_heads * d)
         The heads' projections side by side: head ``h`` is columns
         ``h * d : (h + 1) * d``.
-    X : array of shape (n, p)
+    X : array of shape (n, p), or Design
+        The rows ``W`` projects (see ``design``).
     Y : array of shape (n, t)
         Targets, already scaled so that the loss is relative to their variance.
     sw : array of shape (n,)
@@ -77,8 +79,10 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
     ``L = diag(rowsum G + colsum G) - G - G^T``. Rows that fell back to their
     nearest neighbour are piecewise constant in ``W``: no gradient.
     """
-    loss, grad_Z = loo_loss_and_grad_z(X @ W, Y, sw, xp=xp, kernel=kernel, **options)
-    return loss, None if grad_Z is None else X.T @ grad_Z
+    loss, grad_Z = loo_loss_and_grad_z(
+        project(X, W), Y, sw, xp=xp, kernel=kernel, **options
+    )
+    return loss, None if grad_Z is None else backproject(X, grad_Z)
 
 
 def loo_loss_and_grad_z(

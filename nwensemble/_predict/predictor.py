@@ -13,10 +13,12 @@ from scipy import sparse
 from nwensemble._predict.bvc import bvc_parts
 from nwensemble._predict.intervals import predict_interval
 from nwensemble._shared.backend import fill_masked, move_to, namespace_of, to_numpy
+from nwensemble._shared.design import project
 from nwensemble._shared.duplicates import blend
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.passes import over_heads
 from nwensemble._shared.radius_search import sparse_attention, sparse_head_weights
+from nwensemble._shared.table import Table, copy_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +34,9 @@ class NWPredictor:
 
     Attributes
     ----------
+    encoder : TableEncoder or None
+        How a table's columns were encoded (categorical levels, numeric
+        columns), or None when the input was an array of numbers.
     features : FeatureMap
         The fitted feature map (standardisation, power warp).
     W : array of shape (n_features, n_heads * head_dim)
@@ -46,6 +51,7 @@ class NWPredictor:
         Whether the target was 1-d.
     """
 
+    encoder: Any
     features: Any
     W: Any
     keys: Keys
@@ -71,9 +77,21 @@ class NWPredictor:
         """``Y`` (m, t) as the fitted target's shape: (m,) for a 1-d target."""
         return Y[:, 0] if self.single_output else Y
 
+    def encode(self, X):
+        """A table ``X`` (validated for its columns) as a ``Table`` in the
+        model's namespace, on its device and in its dtype."""
+        xp, dev = namespace_of(self.keys.Z)
+        return self.encoder.encode(X, xp=xp, device=dev, dtype=self.keys.Z.dtype)
+
     def project(self, X):
-        """The rows ``X`` mapped and projected: (m, n_heads * head_dim)."""
-        return self.features.transform(X, xp=self.keys.xp) @ self.W
+        """The rows ``X`` (an array, or a ``Table`` from ``encode``) mapped
+        and projected: (m, n_heads * head_dim). A missing value of a
+        feature that had none in training sits at the training mean."""
+        xp = self.keys.xp
+        mapped = self.features.transform(X, xp=xp)
+        if not isinstance(X, Table):
+            mapped = xp.where(xp.isnan(mapped), xp.zeros_like(mapped), mapped)
+        return project(mapped, self.W)
 
     # ------------------------------------------------------------- prediction
     def predict(self, X, return_std=False):
@@ -117,7 +135,7 @@ class NWPredictor:
         or None when the model does not blend them in."""
         if self.combination.duplicates is None:
             return None
-        return self.combination.duplicates.lookup(X, xp=self.keys.xp)
+        return self.combination.duplicates.lookup(copy_key(X), xp=self.keys.xp)
 
     def _blend_copies(self, Y_hat, copies):
         """The heads' estimate with ``duplicate_weight`` of the copies' mean

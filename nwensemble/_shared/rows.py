@@ -6,14 +6,15 @@
 import numpy as np
 
 from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.design import take_rows_of
 
 
 def take_rows(Xs, Ys, sw, rows, *, xp):
     """``(X, Y, sw)`` of ``rows`` (NumPy integers), the weights renormalised
     to sum to one."""
-    idx = xp.asarray(rows, device=device(Xs))
+    idx = xp.asarray(rows, device=device(sw))
     w = xp.take(sw, idx, axis=0)
-    return xp.take(Xs, idx, axis=0), xp.take(Ys, idx, axis=0), w / xp.sum(w)
+    return take_rows_of(Xs, idx, xp=xp), xp.take(Ys, idx, axis=0), w / xp.sum(w)
 
 
 def subsample(Xs, Ys, sw, size, *, rng, xp):

@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._docstrings import fill_doc
 from nwensemble._shared.backend import to_numpy
-from nwensemble.plotting._common import axes_or_new, import_pyplot
+from nwensemble.plotting._common import axes_or_new, import_pyplot, one_row
 
 
 @fill_doc
@@ -94,8 +94,9 @@ class AttentionDisplay:
         Parameters
         ----------
         estimator : fitted NW regressor
-        x : array-like of shape (1, n_features)
-            One query.
+        x : array-like of shape (1, n_features) or (n_features,)
+            One query: a row of a table, a 1-d array, or a pandas Series
+            (``X.iloc[i]``).
         top_k : int, default=10
             Rows kept per head.
         %(display_from_estimator)s
@@ -105,7 +106,8 @@ class AttentionDisplay:
         display : AttentionDisplay
         """
         check_is_fitted(estimator)
-        if getattr(x, "ndim", np.ndim(x)) != 2 or x.shape[0] != 1:
+        x = one_row(x)
+        if getattr(x, "ndim", np.ndim(x)) != 2 or np.shape(x)[0] != 1:
             raise ValueError(
                 "x must be one query of shape (1, n_features); got shape "
                 f"{getattr(x, 'shape', np.shape(x))}."

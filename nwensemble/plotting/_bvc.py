@@ -119,7 +119,12 @@ class BVCDisplay:
         self.ax_.set_xticks(x, labels)
         self.ax_.set_ylabel("squared error")
         self.ax_.set_title("Bias-variance-covariance decomposition")
-        self.ax_.legend(fontsize="small")
+        # Head room above the tallest bar for the legend, so that it covers
+        # no bar: about a twentieth of the height per entry.
+        top = max(float(np.max(bottom)), max(float(p["mse"]) for p in parts))
+        if top > 0:
+            self.ax_.set_ylim(top=top * (1.15 + 0.1 * (len(layers) + 1)))
+        self.ax_.legend(fontsize="small", loc="upper right")
         return self
 
     @classmethod

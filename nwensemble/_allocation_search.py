@@ -1,6 +1,7 @@
-"""How ``HeadAllocator`` scores its candidates without folds (each fitted
-once, scored by its exact leave-one-out predictions), and its results in
-``GridSearchCV``'s layout."""
+"""How ``HeadAllocator`` scores its candidate allocations: by the folds of a
+grid search, or without folds (each candidate fitted once and scored by its
+exact leave-one-out predictions), with the results in ``GridSearchCV``'s
+layout."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -8,10 +9,76 @@ once, scored by its exact leave-one-out predictions), and its results in
 import time
 
 import numpy as np
+from joblib import Parallel, delayed
 from scipy.stats import rankdata
-from sklearn.base import RegressorMixin
+from sklearn.base import RegressorMixin, clone
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import GridSearchCV
 
 from nwensemble._shared.backend import get_namespace, like_input
+
+
+def search_by_folds(base, candidates, X, y, fit_params, *, cv, refit, **search):
+    """A ``GridSearchCV`` over ``candidates`` (``(n_heads, head_dim)``
+    pairs); returns ``(cv_results, best_index, best_score, best_estimator)``
+    (the last None without ``refit``)."""
+    grid = GridSearchCV(
+        base,
+        [{"n_heads": [H], "head_dim": [d]} for H, d in candidates],
+        scoring=search["scoring"],
+        cv=cv,
+        n_jobs=search["n_jobs"],
+        refit=refit,
+        error_score="raise",
+        verbose=3 if search["verbose"] else 0,
+    ).fit(X, y, **fit_params)
+    best = grid.best_estimator_ if refit else None
+    return grid.cv_results_, int(grid.best_index_), float(grid.best_score_), best
+
+
+def search_by_loo(base, candidates, X, y, fit_params, *, required, **search):
+    """Fit every candidate on all rows and score its leave-one-out
+    predictions (a score is ``required`` unless the first candidate is
+    chosen anyway); with ``verbose``, report each as it finishes. Returns
+    what ``search_by_folds`` does, the best fit as the estimator."""
+    scorer = check_scoring(base, scoring=search["scoring"])
+    tasks = [
+        delayed(fit_and_score_loo)(
+            clone(base).set_params(n_heads=H, head_dim=d),
+            X,
+            y,
+            fit_params,
+            scorer,
+            required=required,
+        )
+        for H, d in candidates
+    ]
+    verbose = search["verbose"]
+    if verbose:
+        print(
+            f"[HeadAllocator] {len(tasks)} candidates, each fitted on all "
+            f"{X.shape[0]} rows and scored by leave-one-out",
+            flush=True,
+        )
+    start = time.perf_counter()
+    results = []
+    parallel = Parallel(n_jobs=search["n_jobs"], return_as="generator")
+    for (H, d), result in zip(candidates, parallel(tasks)):
+        results.append(result)
+        if verbose:
+            elapsed = time.perf_counter() - start
+            left = elapsed / len(results) * (len(tasks) - len(results))
+            print(
+                f"[HeadAllocator] n_heads={H}, head_dim={d}: "
+                f"score={result[1]:.4f}  elapsed={elapsed:.1f}s  left~{left:.0f}s",
+                flush=True,
+            )
+    scores = np.array([r[1] for r in results])
+    fit_times = np.array([r[2] for r in results])
+    score_times = np.array([r[3] for r in results])
+    table = results_table(candidates, scores, fit_times, score_times)
+    best = int(np.argmax(scores))
+    return table, best, float(scores[best]), results[best][0]
 
 
 class _Predictions(RegressorMixin):

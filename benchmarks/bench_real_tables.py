@@ -1,0 +1,219 @@
+"""Real tables with string columns and missing values: the native estimators
+against the one-hot pipeline, HistGradientBoosting and CatBoost.
+
+For every CSV in ``../shared/data/mixed`` (read with
+``pandas.read_csv(path, keep_default_na=False, na_values=[''])``: only
+empty cells are missing), shuffled 5-fold CV (``KFold(5, shuffle=True,
+random_state=0)``, the same folds for every model) of:
+
+* ``NWAttentionRegressor()`` and ``MultiHeadNWRegressor()`` on the frame as
+  it comes (``categorical_features='from_dtype'``), ``random_state=0``;
+* the same estimators behind the pipeline a user had to write before:
+  ``SimpleImputer(add_indicator=True)`` on the numeric columns,
+  ``SimpleImputer(strategy='constant')`` and
+  ``OneHotEncoder(handle_unknown='ignore')`` on the string columns;
+* ``HistGradientBoostingRegressor(categorical_features='from_dtype')``,
+  defaults, on the frame with its string columns cast to ``category``
+  (over the whole file, as the data's MANIFEST did);
+* ``CatBoostRegressor(cat_features=..., random_seed=0, verbose=0)``,
+  defaults otherwise (missing strings as the level ``'nan'``), when
+  ``catboost`` is installed (``pip install nwensemble[benchmark]``).
+
+Prints per table the RMSE (mean over folds) and median fit time of each
+model, each RMSE's ratio to HistGradientBoosting's, and the geometric means
+of those ratios.
+
+Run: ``python benchmarks/bench_real_tables.py [--data ../shared/data/mixed]
+[--models ...] [--folds 5]``
+"""
+
+import argparse
+import glob
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.compose import ColumnTransformer, make_column_selector
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.impute import SimpleImputer
+from sklearn.model_selection import KFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from _common import cpu_line  # noqa: E402
+
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor  # noqa: E402
+
+REFERENCE = "HGB"
+
+
+def one_hot(estimator):
+    """The imputer and one-hot pipeline in front of ``estimator``."""
+    strings = make_column_selector(dtype_exclude="number")
+    numbers = make_column_selector(dtype_include="number")
+    encode = ColumnTransformer(
+        [
+            ("num", SimpleImputer(add_indicator=True), numbers),
+            (
+                "cat",
+                make_pipeline(
+                    SimpleImputer(strategy="constant", fill_value="missing"),
+                    OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+                ),
+                strings,
+            ),
+        ]
+    )
+    return make_pipeline(encode, estimator)
+
+
+class CatBoostOnFrame:
+    """CatBoost with the frame's string columns as its categorical features."""
+
+    def __init__(self):
+        from catboost import CatBoostRegressor
+
+        # allow_writing_files=False: no catboost_info folder (the model is the same).
+        self.model = CatBoostRegressor(
+            random_seed=0, verbose=0, allow_writing_files=False
+        )
+
+    @staticmethod
+    def _prepared(X):
+        X = X.copy()
+        cats = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+        for c in cats:
+            X[c] = X[c].astype(object).where(X[c].notna(), "nan").astype(str)
+        return X, cats
+
+    def fit(self, X, y):
+        X, cats = self._prepared(X)
+        self.model.fit(X, y, cat_features=cats)
+        return self
+
+    def predict(self, X):
+        return self.model.predict(self._prepared(X)[0])
+
+
+class HGBOnCategories:
+    """HistGradientBoosting on the frame with string columns as ``category``."""
+
+    def __init__(self, categories):
+        self.categories = categories
+        self.model = HistGradientBoostingRegressor(
+            categorical_features="from_dtype", random_state=0
+        )
+
+    def _prepared(self, X):
+        X = X.copy()
+        for c, dtype in self.categories.items():
+            X[c] = X[c].astype(dtype)
+        return X
+
+    def fit(self, X, y):
+        self.model.fit(self._prepared(X), y)
+        return self
+
+    def predict(self, X):
+        return self.model.predict(self._prepared(X))
+
+
+def make_models(frame, names):
+    """Fresh models by name, for the table ``frame`` (its features)."""
+    strings = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+    categories = {c: pd.CategoricalDtype(frame[c].dropna().unique()) for c in strings}
+    builders = {
+        "NWAttention": lambda: NWAttentionRegressor(random_state=0),
+        "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
+        "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=0)),
+        "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=0)),
+        "HGB": lambda: HGBOnCategories(categories),
+        "CatBoost": CatBoostOnFrame,
+    }
+    return {name: builders[name]() for name in names}
+
+
+def run(path, names, folds):
+    """RMSE per fold and fit times of every model on one table."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    X, y = frame.drop(columns="target"), frame["target"].to_numpy(dtype=float)
+    cv = KFold(folds, shuffle=True, random_state=0)
+    rmse = {name: [] for name in names}
+    fit_time = {name: [] for name in names}
+    for train, test in cv.split(X):
+        for name, model in make_models(X, names).items():
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(X.iloc[train], y[train])
+            fit_time[name].append(time.perf_counter() - start)
+            pred = model.predict(X.iloc[test])
+            rmse[name].append(float(np.sqrt(np.mean((pred - y[test]) ** 2))))
+    return frame, rmse, fit_time
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data", default=os.path.join(HERE, "..", "..", "shared", "data", "mixed")
+    )
+    parser.add_argument("--folds", type=int, default=5)
+    default = [
+        "NWAttention",
+        "MultiHeadNW",
+        "NWAttention one-hot",
+        "MultiHeadNW one-hot",
+        "HGB",
+        "CatBoost",
+    ]
+    parser.add_argument("--models", nargs="*", default=default)
+    parser.add_argument("--sets", nargs="*", default=None)
+    args = parser.parse_args(argv)
+    names = list(args.models)
+    if "CatBoost" in names:
+        try:
+            import catboost  # noqa: F401
+        except ImportError:
+            print("catboost is not installed: pip install 'nwensemble[benchmark]'")
+            names.remove("CatBoost")
+    if REFERENCE not in names:
+        names.append(REFERENCE)
+    paths = sorted(glob.glob(os.path.join(args.data, "*.csv")))
+    if args.sets:
+        paths = [p for p in paths if os.path.basename(p)[:-4] in args.sets]
+    if not paths:
+        raise SystemExit(
+            f"No CSV files in {args.data}: give --data the folder of the mixed "
+            "tables (the project's shared data)."
+        )
+    print(cpu_line())
+    print(
+        f"{args.folds}-fold CV, shuffled, seed 0; RMSE mean over folds (ratio to HGB)"
+    )
+    ratios = {name: [] for name in names}
+    for path in paths:
+        frame, rmse, fit_time = run(path, names, args.folds)
+        ref = np.mean(rmse[REFERENCE])
+        label = os.path.basename(path)[:-4]
+        print(f"\n{label}: {frame.shape[0]} rows, {frame.shape[1] - 1} features")
+        for name in names:
+            r = np.mean(rmse[name])
+            ratios[name].append(r / ref)
+            print(
+                f"  {name:<22}{r:>12.4f}  ({r / ref:5.3f})  "
+                f"fit {np.median(fit_time[name]):7.2f} s"
+            )
+    print("\ngeometric mean of RMSE / HGB's RMSE over the tables:")
+    for name in names:
+        print(f"  {name:<22}{np.exp(np.mean(np.log(ratios[name]))):>8.3f}")
+
+
+if __name__ == "__main__":
+    main()

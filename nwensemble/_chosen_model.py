@@ -1,0 +1,135 @@
+"""The allocator as its chosen model: prediction and the fitted diagnostics
+go through ``best_estimator_``."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from nwensemble._shared.backend import get_namespace, same_namespace_or_raise
+
+# The chosen model's fitted attributes the allocator reads as its own.
+_FORWARDED = frozenset(
+    "components_ hdi_ bvc_decomposition_ head_weights_ head_correlation_ "
+    "subspace_similarity_ principal_angles_ diversity_ loo_prediction_ "
+    "calibration_rows_ n_support_fallback_ duplicate_weight_ is_categorical_ "
+    "categories_ infrequent_categories_ embeddings_ missing_embeddings_ n_iter_ "
+    "loss_curve_".split()
+)
+
+
+class ChosenModelMixin:
+    """Prediction methods and fitted attributes of ``best_estimator_``, for
+    an estimator that sets ``best_estimator_`` (with ``refit``),
+    ``_fit_where`` and ``_table`` in ``fit``."""
+
+    def predict(self, X, **predict_params):
+        """Predict with the chosen model (``best_estimator_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+        **predict_params : dict
+            Passed on, for example ``return_std=True``.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+            The chosen model's predictions (and what ``predict_params`` ask for).
+        """
+        X = self._check_query(X, "predict")
+        return self.best_estimator_.predict(X, **predict_params)
+
+    def predict_interval(self, X, *, confidence_level=0.9, method="jackknife+"):
+        """Predict with conformal intervals from the chosen model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+        confidence_level : float, default=0.9
+        method : {'jackknife+', 'adaptive'}, default='jackknife+'
+            See :meth:`MultiHeadNWRegressor.predict_interval`.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+        y_pis : array of shape (n_samples, 2) or (n_samples, n_outputs, 2)
+        """
+        X = self._check_query(X, "predict_interval")
+        return self._chosen("predict_interval")(
+            X, confidence_level=confidence_level, method=method
+        )
+
+    def _check_query(self, X, method):
+        """Validated query rows for the refitted best estimator."""
+        check_is_fitted(self)
+        if not self.refit:
+            raise AttributeError(
+                "HeadAllocator was fitted with refit=False: it holds the scores "
+                "only. Refit with refit=True to predict."
+            )
+        same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
+        if self._table:
+            return validate_data(self, X, skip_check_array=True, reset=False)
+        xp, _ = get_namespace(X)
+        return validate_data(
+            self,
+            X,
+            dtype=(xp.float64, xp.float32),
+            ensure_all_finite="allow-nan",
+            reset=False,
+        )
+
+    def transform(self, X):
+        """Project ``X`` into the chosen model's learned space.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        X_new : array of shape (n_samples, n_components)
+            See :meth:`MultiHeadNWRegressor.transform`.
+        """
+        return self._chosen("transform")(self._check_query(X, "transform"))
+
+    def attention_weights(self, X, head=None, top_k=None):
+        """The chosen model's attention: which training rows each prediction
+        drew on, with their weights.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query samples.
+        head : int, default=None
+        top_k : int, default=None
+            See :meth:`MultiHeadNWRegressor.attention_weights`.
+
+        Returns
+        -------
+        weights : array or sparse array
+        indices : array
+            Only with ``top_k``.
+        """
+        X = self._check_query(X, "attention_weights")
+        return self._chosen("attention_weights")(X, head=head, top_k=top_k)
+
+    def _chosen(self, method):
+        """The chosen model's ``method``, or an error that says it has none."""
+        if not hasattr(self.best_estimator_, method):
+            raise AttributeError(
+                f"The chosen {type(self.best_estimator_).__name__} has no {method}."
+            )
+        return getattr(self.best_estimator_, method)
+
+    def __getattr__(self, name):
+        # Only called for names the allocator does not hold itself.
+        if name in _FORWARDED and "best_estimator_" in self.__dict__:
+            return getattr(self.__dict__["best_estimator_"], name)
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}"
+        )

@@ -1,0 +1,122 @@
+"""The rows the projections act on, when some features are categorical or
+missing: a numeric block and embedding codes, never a one-hot matrix.
+
+A head projects a row to ``Z = N W_N + sum_j E[c_j]``: the numeric block
+``N`` (missing entries at 0, the training mean) times the numeric rows of
+the parameters, plus, per code column ``j``, the embedding row of the row's
+code. That is the one-hot matrix ``[N, onehot(c_1), ...]`` times the
+parameters ``W = [W_N; E]`` stacked, computed by gathers; its gradient
+``[N^T G; segment sums of G by code]`` by one sort of the codes. Memory
+grows with the rows and the levels, not with their product.
+
+``project``, ``backproject``, ``take_rows_of`` and ``as_dtype`` accept a plain
+array too (a table of numbers only), so that the fitting engine has one
+path for both.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nwensemble._shared.backend import device, namespace_of
+
+
+@dataclass(frozen=True, eq=False)
+class Design:
+    """Rows as a numeric block and global embedding codes.
+
+    Attributes
+    ----------
+    numeric : array of shape (n, p)
+        Mapped numeric features (0 where missing).
+    codes : array of int of shape (n, q)
+        Per code column, each row's row of the embedding block (codes of
+        column ``j`` are offset past the rows of the columns before it).
+    n_codes : int
+        Rows of the embedding block, over all code columns.
+    """
+
+    numeric: Any
+    codes: Any
+    n_codes: int
+    _order: Any = field(default=None, repr=False)
+    _bounds: Any = field(default=None, repr=False)
+
+    def __post_init__(self):
+        # The sort that turns a gradient's rows into segment sums by code,
+        # made once per set of rows.
+        xp = namespace_of(self.numeric)[0]
+        n, q = self.codes.shape
+        flat = xp.reshape(xp.permute_dims(self.codes, (1, 0)), (n * q,))
+        order = xp.argsort(flat, stable=True)
+        ranks = xp.arange(self.n_codes + 1, dtype=flat.dtype, device=device(flat))
+        bounds = xp.searchsorted(xp.take(flat, order), ranks)
+        object.__setattr__(self, "_order", order % n if n else order)
+        object.__setattr__(self, "_bounds", bounds)
+
+    @property
+    def shape(self):
+        """(rows, parameter rows): the one-hot matrix's shape."""
+        return (self.numeric.shape[0], self.numeric.shape[1] + self.n_codes)
+
+    @property
+    def dtype(self):
+        return self.numeric.dtype
+
+    def project(self, W):
+        """``[N, onehot] @ W`` for parameters ``W`` (p + n_codes, k)."""
+        xp = namespace_of(self.numeric)[0]
+        p = self.numeric.shape[1]
+        Z = self.numeric @ W[:p, :]
+        E = W[p:, :]
+        for j in range(self.codes.shape[1]):
+            Z = Z + xp.take(E, self.codes[:, j], axis=0)
+        return Z
+
+    def backproject(self, G):
+        """``[N, onehot]^T @ G`` for ``G`` (n, k): the parameters' gradient
+        from the projected rows' gradient ``G``."""
+        xp = namespace_of(self.numeric)[0]
+        k = G.shape[1]
+        rows = xp.astype(xp.take(G, self._order, axis=0), xp.float64)
+        zero = xp.zeros((1, k), dtype=xp.float64, device=device(G))
+        cum = xp.concat([zero, xp.cumulative_sum(rows, axis=0)], axis=0)
+        sums = xp.take(cum, self._bounds[1:], axis=0) - xp.take(
+            cum, self._bounds[:-1], axis=0
+        )
+        return xp.concat([self.numeric.T @ G, xp.astype(sums, G.dtype)], axis=0)
+
+    def take(self, rows):
+        """The rows ``rows`` (an integer array of the namespace)."""
+        xp = namespace_of(self.numeric)[0]
+        return Design(
+            xp.take(self.numeric, rows, axis=0),
+            xp.take(self.codes, rows, axis=0),
+            self.n_codes,
+        )
+
+    def astype(self, dtype):
+        xp = namespace_of(self.numeric)[0]
+        return Design(xp.astype(self.numeric, dtype), self.codes, self.n_codes)
+
+
+def project(X, W):
+    """``X @ W`` for an array or a ``Design``."""
+    return X.project(W) if isinstance(X, Design) else X @ W
+
+
+def backproject(X, G):
+    """``X.T @ G`` for an array or a ``Design``."""
+    return X.backproject(G) if isinstance(X, Design) else X.T @ G
+
+
+def take_rows_of(X, rows, *, xp):
+    """Rows ``rows`` of an array or a ``Design``."""
+    return X.take(rows) if isinstance(X, Design) else xp.take(X, rows, axis=0)
+
+
+def as_dtype(X, dtype, *, xp):
+    """An array or a ``Design`` in ``dtype``."""
+    return X.astype(dtype) if isinstance(X, Design) else xp.astype(X, dtype)

@@ -1,0 +1,240 @@
+"""Tables as they come: categorical columns and missing values, natively."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._shared.table import MIN_LEVEL_ROWS
+
+pd = pytest.importorskip("pandas")
+
+LEVELS = ["red", "green", "blue", "teal"]
+EFFECT = {"red": 0.0, "green": 2.0, "blue": -1.5, "teal": 1.0}
+
+
+def mixed_frame(n=240, seed=0, missing=0.0):
+    """A numeric feature, a string feature whose level shifts the target, a
+    second numeric feature with ``missing`` of its cells NaN."""
+    rng = np.random.default_rng(seed)
+    color = rng.choice(LEVELS, n)
+    x = rng.uniform(-2, 2, n)
+    z = rng.standard_normal(n)
+    y = np.sin(x) + np.array([EFFECT[c] for c in color]) + 0.3 * z
+    y = y + 0.1 * rng.standard_normal(n)
+    z = np.where(rng.random(n) < missing, np.nan, z)
+    frame = pd.DataFrame({"x": x, "color": color, "z": z})
+    return frame, y
+
+
+def _quiet(model, X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, y, **kw)
+
+
+ESTIMATORS = [
+    lambda **kw: NWAttentionRegressor(random_state=0, max_iter=30, **kw),
+    lambda **kw: MultiHeadNWRegressor(
+        n_heads=2, random_state=0, max_iter=30, bvc_resamples=2, **kw
+    ),
+]
+
+
+@pytest.mark.parametrize("make", ESTIMATORS)
+def test_strings_are_categorical_and_the_level_matters(make):
+    X, y = mixed_frame()
+    model = _quiet(make(), X, y)
+    assert_array_equal(model.is_categorical_, [False, True, False])
+    assert_array_equal(model.categories_[0], sorted(LEVELS))
+    # Same x and z, another colour: the prediction moves with the effect.
+    rows = X.iloc[:20].copy()
+    shifted = rows.assign(color="green")
+    base = rows.assign(color="blue")
+    gap = np.mean(model.predict(shifted) - model.predict(base))
+    assert 2.0 < gap < 5.0  # the true gap is 3.5
+    assert model.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("make", ESTIMATORS)
+def test_relabelled_or_reordered_levels_give_the_same_predictions(make):
+    X, y = mixed_frame(seed=1)
+    ref = _quiet(make(), X, y).predict(X)
+    relabelled = X.assign(color=X["color"].map(dict(zip(LEVELS, "QWER"))))
+    assert_array_equal(_quiet(make(), relabelled, y).predict(relabelled), ref)
+    order = pd.CategoricalDtype(LEVELS[::-1])
+    reordered = X.assign(color=X["color"].astype(order))
+    assert_array_equal(_quiet(make(), reordered, y).predict(reordered), ref)
+
+
+@given(
+    n_levels=st.integers(2, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_strings_category_and_codes_are_one_model(n_levels, seed):
+    """A column given as strings, as ``category`` or as integer codes named
+    in ``categorical_features`` gives the same model."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    codes = rng.integers(0, n_levels, n)
+    x = rng.standard_normal(n)
+    y = x + codes % 2 + 0.1 * rng.standard_normal(n)
+    names = np.array([f"level {k}" for k in range(n_levels)], dtype=object)
+    strings = pd.DataFrame({"x": x, "c": names[codes]})
+    as_category = strings.assign(c=strings["c"].astype("category"))
+    as_codes = np.column_stack([x, codes.astype(float)])
+    kw = dict(max_iter=5, random_state=0)
+    preds = [
+        _quiet(NWAttentionRegressor(**kw), strings, y).predict(strings),
+        _quiet(NWAttentionRegressor(**kw), as_category, y).predict(as_category),
+        _quiet(
+            NWAttentionRegressor(categorical_features=[1], **kw), as_codes, y
+        ).predict(as_codes),
+    ]
+    assert_allclose(preds[1], preds[0], rtol=1e-12)
+    assert_allclose(preds[2], preds[0], rtol=1e-12)
+
+
+def test_unseen_missing_and_infrequent_levels():
+    X, y = mixed_frame(n=300, seed=2)
+    X = X.copy()
+    X.loc[X.index[:3], "color"] = ["rare a", "rare b", "rare a"]
+    X.loc[X.index[3:6], "color"] = np.nan
+    model = _quiet(NWAttentionRegressor(random_state=0, max_iter=20), X, y)
+    assert sorted(model.infrequent_categories_[0]) == ["rare a", "rare b"]
+    assert len(model.categories_[0]) == len(LEVELS)
+    assert model.embeddings_[0].shape == (len(LEVELS) + 2, model.components_.shape[0])
+    query = X.iloc[[10, 10, 10, 10]].copy()
+    query["color"] = ["rare a", "rare b", "never seen", np.nan]
+    pred = model.predict(query)
+    # Infrequent and unseen levels share one embedding: one prediction.
+    assert pred[0] == pred[1] == pred[2]
+    assert np.all(np.isfinite(pred)) and np.all((pred >= y.min()) & (pred <= y.max()))
+
+
+def test_levels_below_the_threshold_are_infrequent():
+    rng = np.random.default_rng(3)
+    counts = [MIN_LEVEL_ROWS - 1, MIN_LEVEL_ROWS, 40]
+    color = np.repeat(["few", "enough", "many"], counts)
+    X = pd.DataFrame({"x": rng.standard_normal(color.size), "c": color})
+    y = rng.standard_normal(color.size)
+    model = _quiet(NWAttentionRegressor(max_iter=3, random_state=0), X, y)
+    assert list(model.infrequent_categories_[0]) == ["few"]
+    assert sorted(model.categories_[0]) == ["enough", "many"]
+
+
+@pytest.mark.parametrize("make", ESTIMATORS)
+def test_numeric_missing_values_have_a_learned_position(make):
+    X, y = mixed_frame(n=300, seed=4, missing=0.2)
+    model = _quiet(make(), X, y)
+    M = model.missing_embeddings_
+    single = M.ndim == 2
+    column = M[:, 2] if single else M[:, :, 2]
+    assert np.any(column != 0)
+    assert np.all((M[:, :2] if single else M[:, :, :2]) == 0)
+    pred = model.predict(X)
+    assert np.all(np.isfinite(pred))
+
+
+def test_a_feature_never_missing_in_training_puts_a_missing_value_at_its_mean():
+    X, y = mixed_frame(n=200, seed=5, missing=0.1)
+    model = _quiet(NWAttentionRegressor(standardize=True, max_iter=10), X, y)
+    query = X.iloc[:5].copy()
+    at_mean = query.assign(x=X["x"].mean())
+    missing = query.assign(x=np.nan)
+    assert_allclose(model.predict(missing), model.predict(at_mean), rtol=1e-12)
+
+
+def test_bad_tables_get_clear_errors():
+    X, y = mixed_frame(n=60)
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        NWAttentionRegressor().fit(X, np.where(np.arange(60) == 3, np.nan, y))
+    with pytest.raises(ValueError, match="Column 'x' holds an infinite value"):
+        NWAttentionRegressor().fit(X.assign(x=np.where(X.index == 7, np.inf, X.x)), y)
+    with pytest.raises(ValueError, match="are not numeric"):
+        NWAttentionRegressor(categorical_features=None).fit(X, y)
+    with pytest.raises(ValueError, match="not a column of X"):
+        NWAttentionRegressor(categorical_features=["colour"]).fit(X, y)
+    with pytest.raises(ValueError, match="must lie in"):
+        NWAttentionRegressor(categorical_features=[5]).fit(X, y)
+    with pytest.raises(ValueError, match="not a number: 'seven'"):
+        numbers = X.assign(x=X["x"].astype(object))
+        numbers.loc[4, "x"] = "seven"
+        NWAttentionRegressor(categorical_features=[1]).fit(numbers, y)
+
+
+def test_all_missing_and_single_level_columns_carry_nothing():
+    """A numeric column never observed in training and a categorical column
+    with one level are accepted; values they take at prediction change
+    nothing."""
+    X, y = mixed_frame(n=120, seed=6)
+    X = X.assign(empty=np.nan, region="Mid-Atlantic")
+    model = _quiet(NWAttentionRegressor(max_iter=10, random_state=0), X, y)
+    query = X.iloc[:5]
+    other = query.assign(empty=123.0, region="elsewhere")
+    assert_allclose(model.predict(other), model.predict(query), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
+@pytest.mark.parametrize("solver", ["lbfgs", "adam"])
+def test_every_method_works_on_a_table(kernel, solver):
+    X, y = mixed_frame(n=200, seed=7, missing=0.1)
+    Y = np.column_stack([y, 2 * y])
+    sw = np.r_[np.ones(100), 2 * np.ones(100)]
+    model = MultiHeadNWRegressor(
+        n_heads=2, kernel=kernel, solver=solver, max_iter=10, random_state=0
+    )
+    _quiet(model, X, Y, sample_weight=sw)
+    pred, bounds = model.predict_interval(X.iloc[:4])
+    assert pred.shape == (4, 2) and bounds.shape == (4, 2, 2)
+    weights = model.attention_weights(X.iloc[:4])
+    dense = weights.toarray() if hasattr(weights, "toarray") else weights
+    assert_allclose(dense.sum(axis=1), 1.0)
+    assert model.transform(X.iloc[:4]).shape == (4, model.components_.shape[0] * 2)
+    assert 0 <= model.hdi_ <= 1
+    parts = model.bvc_decomposition_
+    H = parts.n_heads
+    total = parts.bias2 + parts.variance / H + (1 - 1 / H) * parts.covariance
+    assert abs(total - parts.mse) <= 1e-9 * parts.mse
+    loaded = pickle.loads(pickle.dumps(model))
+    assert_array_equal(loaded.predict(X.iloc[:4]), model.predict(X.iloc[:4]))
+
+
+def test_allocator_in_a_grid_search_and_a_pipeline():
+    X, y = mixed_frame(n=150, seed=8, missing=0.1)
+    search = GridSearchCV(
+        HeadAllocator(MultiHeadNWRegressor(max_iter=5, bvc_resamples=0)),
+        {"budget": [2, 4]},
+        cv=2,
+    )
+    _quiet(search, X, y)
+    assert search.best_estimator_.categories_[0].size == len(LEVELS)
+    pipe = make_pipeline(
+        FunctionTransformer(lambda frame: frame),
+        HeadAllocator(MultiHeadNWRegressor(max_iter=5), random_state=0),
+    )
+    assert _quiet(pipe, X, y).predict(X.iloc[:3]).shape == (3,)
+
+
+def test_table_on_a_device(ns):
+    """Codes and embeddings live beside the input: integer codes with
+    categorical_features, and NaN, in every namespace."""
+    X, y = mixed_frame(n=150, seed=9, missing=0.1)
+    codes = X["color"].map({c: k for k, c in enumerate(LEVELS)}).to_numpy(float)
+    A = np.column_stack([X["x"], codes, X["z"]])
+    kw = dict(categorical_features=[1], n_heads=2, max_iter=5, random_state=0)
+    ref = _quiet(MultiHeadNWRegressor(**kw), A, y)
+    with ns.context():
+        model = _quiet(MultiHeadNWRegressor(**kw), ns.asarray(A), ns.asarray(y))
+        pred = ns.check_output(model.predict(ns.asarray(A[:7])))
+        ns.check_output(model.embeddings_[0])
+    assert_allclose(pred, ref.predict(A[:7]), rtol=1e-8)
