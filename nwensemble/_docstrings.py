@@ -144,7 +144,7 @@ verbose : int, default=0
     Print the loss and elapsed time at every iteration, and the time of
     each stage of ``fit``, when positive.""",
     "attributes": """\
-is_categorical_ : ndarray of bool of shape (n_features_in_,) or None
+is_categorical_ : ndarray of bool of shape (`n_features_in_`,) or None
     Which features were treated as categorical; None when the input was a
     table of numbers without missing values.
 
@@ -164,8 +164,8 @@ embeddings_ : list of arrays
     ``categories_[i]``, then the infrequent-or-unseen level, then a missing
     value. They add to the projection of the numeric features.
 
-missing_embeddings_ : array of shape (n_heads, head_dim, n_features_in_) or None
-    ((head_dim, n_features_in_) for one head) Where a missing value of a
+missing_embeddings_ : array of shape (n_heads, head_dim, `n_features_in_`) or None
+    ((head_dim, `n_features_in_`) for one head) Where a missing value of a
     numeric feature sits in each head, relative to a value at the training
     mean: zero for features without missing values in training and for
     categorical ones. None without a table.
