@@ -1,6 +1,11 @@
 """Behaviour kept through refactoring: every case of ``reference_fits.py``
-refitted and compared with the outputs recorded before issue 16's restructure
-(1e-12 relative in float64, 1e-5 in float32)."""
+refitted and compared with the outputs recorded before issue 16's restructure.
+
+Tolerances, relative to each array's largest entry: 1e-5 in float32; 1e-9
+in float64, where the recording was made with NumPy's exp and the fits now
+run the compiled one (``_shared/compiled.py``), which differs from it by up
+to an ulp per weight: through the optimiser's iterations that moved the
+outputs by at most 5e-12. A change of algorithm moves them by far more."""
 
 import os
 import sys
@@ -17,7 +22,7 @@ RECORDED = np.load(reference_fits.PATH)
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("name", sorted(reference_fits.CASES))
 def test_outputs_match_the_recording(name):
-    rtol = 1e-5 if reference_fits.CASES[name][2] == "float32" else 1e-12
+    rtol = 1e-5 if reference_fits.CASES[name][2] == "float32" else 1e-9
     outputs = reference_fits.outputs(name)
     recorded = {
         key.split("/", 1)[1]: RECORDED[key]

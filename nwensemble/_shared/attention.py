@@ -76,6 +76,7 @@ def attend(
     exclude=None,
     workspace=None,
     exact_zeros=True,
+    exp=None,
 ):
     """Unnormalised attention ``E`` of queries on keys, and ``E @ R``.
 
@@ -101,6 +102,12 @@ def attend(
     Off the host (``eager_host``) every block takes the stable path:
     both checks of the fast path read a value back, which would wait for the
     device's queue once per block; the row maximum costs one pass instead.
+
+    ``exp`` (NumPy arrays only): a function ``exp(A, own)`` that
+    exponentiates the logits ``A`` in place and zeroes row ``r``'s weight on
+    key ``own[r]`` (-1 for none), as the compiled ``exp_tile`` does; it
+    returns exact zeros instead of subnormals, so neither the clamp nor the
+    masks are needed then.
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
     mask = None
@@ -110,6 +117,11 @@ def attend(
     kw = dict(
         xp=xp, leave_one_out=leave_one_out, mask=mask, out=out, exact_zeros=exact_zeros
     )
+    if exp is not None:
+        own = exclude
+        if own is None:
+            own = xp.arange(Q.shape[0]) if leave_one_out else xp.full(Q.shape[0], -1)
+        kw = dict(kw, exp=lambda A: exp(A, xp.astype(own, xp.int64)))
     # Queries whose squared norms could overflow go straight to the stable
     # path, whose logits q . z + bias do not square q.
     known_stable = not eager_host(xp) or (
@@ -128,7 +140,9 @@ def attend(
     return E, M
 
 
-def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros):
+def _exp_logits(
+    Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros, exp=None
+):
     A = attention_logits(Q, Z, bias, xp=xp, query_norms=not stable, out=out)
     if leave_one_out and stable:
         A = set_diagonal(A, -math.inf, xp=xp)
@@ -136,6 +150,8 @@ def _exp_logits(Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros
         A = xp.where(mask, xp.asarray(-math.inf, dtype=A.dtype, device=device(A)), A)
     if stable:
         A -= xp.max(A, axis=1, keepdims=True)
+    if exp is not None:  # a compiled exp: exact zeros, the excluded keys too
+        return exp(A)
     # Negligible weights are made exactly zero: arithmetic on subnormals runs
     # several times slower on x86. Clamping the logits at ``floor`` and
     # subtracting ``exp(floor)`` zeroes weights below ~1e-292, at most 1e-138

@@ -25,10 +25,14 @@ them takes the ``Kernel`` object.
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from functools import partial
+
 import numpy as np
 
+from nwensemble._shared import compiled
 from nwensemble._shared.attention import attend, attend_compact, key_bias
 from nwensemble._shared.backend import eager_host, maximum_inplace, takes_out
+from nwensemble._shared.compiled_passes import CompiledTilePasses
 from nwensemble._shared.passes import BlockPasses
 from nwensemble._shared.radius_search import RadiusSearchPasses, build_support_index
 from nwensemble._shared.tiles import TilePasses
@@ -72,6 +76,12 @@ class Kernel:
         """What ``passes`` may search the keys with (None: nothing)."""
         return None
 
+    def host_kernels(self, xp):
+        """The compiled kernels (the ``compiled`` module) that the kernel's
+        passes and training objective use for arrays of ``xp``, or None: the
+        one place that decides whether they run."""
+        return None
+
     def keys(self, Z, log_sw, *, xp):
         """``(bias, weight)`` of one head's keys ``Z`` (n, d) for ``attend``."""
         raise NotImplementedError
@@ -104,19 +114,27 @@ class Softmax(Kernel):
     own_derivative = True
 
     def passes(self, keys):
-        # On the host, tiles sized for a core's cache. On a GPU each tile
-        # would cost several kernel launches and every row of tiles a
-        # read-back, while the blocks, sized by working_memory, are few.
-        if eager_host(keys.xp):
-            return TilePasses(keys)
-        return BlockPasses(keys)
+        # On the host, tiles sized for a core's cache, through the compiled
+        # kernels where numba is there. On a GPU each tile would cost
+        # several kernel launches and every row of tiles a read-back, while
+        # the blocks, sized by working_memory, are few.
+        if not eager_host(keys.xp):
+            return BlockPasses(keys)
+        if self.host_kernels(keys.xp) is not None:
+            return CompiledTilePasses(keys)
+        return TilePasses(keys)
+
+    def host_kernels(self, xp):
+        return compiled if compiled.available() and eager_host(xp) else None
 
     def keys(self, Z, log_sw, *, xp):
         # The log weights ride in the per-key logit offset.
         return key_bias(Z, log_sw, xp=xp), None
 
     def attend(self, Q, Z, keys, R, *, xp, **options):
-        E, M = attend(Q, Z, keys[0], R, xp=xp, **options)
+        kernels = self.host_kernels(xp)
+        exp = None if kernels is None else partial(kernels.exp_tile, c0=0)
+        E, M = attend(Q, Z, keys[0], R, xp=xp, exp=exp, **options)
         return E, M, None
 
     def derivative_inplace(self, E, keys, *, xp):

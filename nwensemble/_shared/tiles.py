@@ -93,11 +93,11 @@ class TilePasses(BlockPasses):
         Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
         # Sums above this keep the products of attention rows normal.
         floor_sum = float(xp.finfo(Q.dtype).smallest_normal) ** 0.25
-        clamp = _clamp(Q.dtype, xp=xp)
 
         def query_block(r0):
             r1 = min(r0 + _QUERY_TILE, m)
             left_out = None if exclude is None else exclude[r0:r1]
+            exp = self._tile_exp(Q.dtype, left_out)
             nums = [None] * n_heads
             G = {}
             for c0 in range(0, n, _KEY_TILE):
@@ -111,8 +111,7 @@ class TilePasses(BlockPasses):
                         c0,
                         c1,
                         nums[h],
-                        left_out=left_out,
-                        clamp=clamp,
+                        exp=exp,
                         xp=xp,
                     )
                     tiles.append(A)
@@ -154,7 +153,6 @@ class TilePasses(BlockPasses):
         Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
         queries, operands, biases = self._operands(Q)
         floor_sum = underflow_row_sum(Q.dtype, xp=xp)
-        clamp = _clamp(Q.dtype, xp=xp)
 
         def head_block(task):
             h, r0 = task
@@ -162,22 +160,9 @@ class TilePasses(BlockPasses):
             left_out = None if exclude is None else exclude[r0:r1]
             num = None
             if queries is not None:
-                q = queries[h][r0:r1, :]
-                buf = workspace_buffer({}, (r1 - r0, _KEY_TILE), q, xp=xp)
-                for c0 in range(0, n, _KEY_TILE):
-                    c1 = min(c0 + _KEY_TILE, n)
-                    _, num = _tile(
-                        q,
-                        operands[h],
-                        Y_aug,
-                        c0,
-                        c1,
-                        num,
-                        left_out=left_out,
-                        clamp=clamp,
-                        xp=xp,
-                        out=None if buf is None else buf[:, : c1 - c0],
-                    )
+                num = self._block_sums(
+                    queries[h][r0:r1, :], operands[h], Y_aug, left_out
+                )
             if num is None or float(xp.min(num[:, -1])) < floor_sum:
                 # Some query is far from every key: attend's stable path.
                 cols = slice(h * d, (h + 1) * d)
@@ -197,6 +182,54 @@ class TilePasses(BlockPasses):
         big = m * n * n_heads >= _THREADED_SCORES
         parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
         return [concat_rows(parts[h::n_heads], xp=xp) for h in range(n_heads)]
+
+    def _block_sums(self, q, operands, Y_aug, left_out):
+        """``E @ [Y, 1]`` for a block of queries ``q`` (operands of
+        ``_operands``), tile by tile, the weight of query ``r`` on key
+        ``left_out[r]`` (a NumPy array, or None) zero."""
+        xp = self.keys.xp
+        n = operands.shape[1]
+        buf = workspace_buffer({}, (q.shape[0], _KEY_TILE), q, xp=xp)
+        exp = self._tile_exp(q.dtype, left_out)
+        num = None
+        for c0 in range(0, n, _KEY_TILE):
+            c1 = min(c0 + _KEY_TILE, n)
+            _, num = _tile(
+                q,
+                operands,
+                Y_aug,
+                c0,
+                c1,
+                num,
+                exp=exp,
+                xp=xp,
+                out=None if buf is None else buf[:, : c1 - c0],
+            )
+        return num
+
+    def _tile_exp(self, dtype, left_out):
+        """A function ``exp(A, c0)``: the tile of logits ``A``, which starts
+        at key ``c0``, exponentiated in place, with the weight of query ``r``
+        on key ``left_out[r]`` (a NumPy array, or None) set to zero."""
+        xp = self.keys.xp
+        clamp = _clamp(dtype, xp=xp)
+
+        def exp(A, c0):
+            if clamp is not None:
+                A = maximum_inplace(A, clamp, xp=xp)
+            A = exp_inplace(A, xp=xp)
+            if left_out is not None:
+                c1 = c0 + A.shape[1]
+                inside = (left_out >= c0) & (left_out < c1)
+                if inside.any():
+                    dev = device(A)
+                    cols = xp.arange(c0, c1, device=dev)
+                    own = xp.asarray(np.where(inside, left_out, -1), device=dev)
+                    zero = xp.asarray(0.0, dtype=A.dtype, device=dev)
+                    A = xp.where(cols[None, :] == own[:, None], zero, A)
+            return A
+
+        return exp
 
     def _queries(self, Q, loo_rows):
         """``(Q, exclude)``: with ``loo_rows``, the training rows themselves as
@@ -241,22 +274,11 @@ def _clamp(dtype, *, xp):
     return logit_floor(dtype, xp=xp) if dtype == xp.float64 else None
 
 
-def _tile(q, operands, Y_aug, c0, c1, num, *, left_out, clamp, xp, out=None):
-    """One tile: ``A``, the ``exp`` of the logits of queries ``q`` on keys
-    ``c0:c1`` (operands of ``TilePasses._operands``), with the weight of
-    query ``r`` on key ``left_out[r]`` (a NumPy array, or None) set to
-    zero, and ``num`` (None at the first tile) plus ``A @ Y_aug[c0:c1]``."""
-    A = matmul_into(q, operands[:, c0:c1], out, xp=xp)
-    if clamp is not None:
-        A = maximum_inplace(A, clamp, xp=xp)
-    A = exp_inplace(A, xp=xp)
-    if left_out is not None:
-        inside = (left_out >= c0) & (left_out < c1)
-        if inside.any():
-            dev = device(A)
-            cols = xp.arange(c0, c1, device=dev)
-            own = xp.asarray(np.where(inside, left_out, -1), device=dev)
-            zero = xp.asarray(0.0, dtype=A.dtype, device=dev)
-            A = xp.where(cols[None, :] == own[:, None], zero, A)
+def _tile(q, operands, Y_aug, c0, c1, num, *, exp, xp, out=None):
+    """One tile: ``A``, the exponentiated logits of queries ``q`` on keys
+    ``c0:c1`` (operands of ``TilePasses._operands``; ``exp`` from
+    ``TilePasses._tile_exp``), and ``num`` (None at the first tile) plus
+    ``A @ Y_aug[c0:c1]``."""
+    A = exp(matmul_into(q, operands[:, c0:c1], out, xp=xp), c0)
     part = A @ Y_aug[c0:c1, :]
     return A, part if num is None else num + part

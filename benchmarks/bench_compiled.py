@@ -1,0 +1,264 @@
+"""Compiled host kernels against NumPy: exp, prediction, one training
+evaluation, and the kernels' compile and load time.
+
+Every figure is measured side by side in one run: the compiled kernels and
+NumPy's path alternate (``nwensemble._shared.compiled.ENABLED``), repeat by
+repeat, and the medians are printed with their ratio.
+
+Sections:
+
+* ``exp``: float32 ``exp`` over 2^26 values on one thread and on every
+  core (one thread per core): NumPy's against the compiled ``fast_exp``,
+  G/s.
+* ``predict``: ``MultiHeadNWRegressor(n_heads=4, head_dim=4, init='random',
+  max_iter=0)`` on ``n`` float32 rows of 16 features predicts ``n`` queries,
+  for each ``--sizes`` (20 000 and 50 000); G kernel evaluations per second
+  (queries x rows x heads / time), against the NumPy exp rate of the
+  ``exp`` section.
+* ``train``: one leave-one-out loss and gradient of one softmax head
+  (``loo_loss_and_grad``, float32, ``n = --train-n`` rows, head_dim 8 and
+  16) on one BLAS thread, as fits hold BLAS; nanoseconds per n x n entry.
+* ``compile``: the kernels' first use in a fresh process, with an empty
+  cache (cold: compiled) and with the cache that run left (warm: loaded);
+  the first fit of a small model less its second fit.
+
+``--mode avx2`` runs it all in a child process with NumPy's AVX-512 paths
+disabled (``NPY_DISABLE_CPU_FEATURES``) and OpenBLAS told it runs on Haswell
+(``OPENBLAS_CORETYPE``): an AVX2 machine, on an AVX-512 one. The CPU line
+says what the machine has.
+
+Run: ``python benchmarks/bench_compiled.py [--mode native|avx2]
+[--sections exp predict train compile] [--sizes 20000 50000]``
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from _common import cpu_line  # noqa: E402
+
+AVX2_ENV = {
+    "NPY_DISABLE_CPU_FEATURES": (
+        "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX "
+        "AVX512_CNL AVX512_ICL AVX512_SPR"
+    ),
+    "OPENBLAS_CORETYPE": "Haswell",
+}
+
+
+def _cores():
+    return os.cpu_count() or 1
+
+
+def _on_cores(fn, a, out):
+    """``fn(part, out_part)`` over one part of ``a`` per core, in threads."""
+    parts = np.array_split(np.arange(a.shape[0]), _cores())
+    with ThreadPoolExecutor(len(parts)) as pool:
+        list(pool.map(lambda p: fn(a[p[0] : p[-1] + 1], out[p[0] : p[-1] + 1]), parts))
+
+
+def alternate(runs, repeats):
+    """Median seconds of each of ``runs`` (name -> callable), run in turn."""
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def section_exp(args):
+    from nwensemble._shared import compiled
+
+    a = -np.random.default_rng(0).uniform(0, 80, 1 << 26).astype(np.float32)
+    out = np.empty_like(a)
+    compiled.exp_array(a[:10], out[:10])
+    times = alternate(
+        {
+            "numpy 1": lambda: np.exp(a, out=out),
+            "compiled 1": lambda: compiled.exp_array(a, out),
+            "numpy": lambda: _on_cores(lambda x, o: np.exp(x, out=o), a, out),
+            "compiled": lambda: _on_cores(compiled.exp_array, a, out),
+        },
+        args.repeats,
+    )
+    rates = {k: a.size / t / 1e9 for k, t in times.items()}
+    print("\n== exp, float32, G/s")
+    for label, suffix in (("one thread", " 1"), (f"{_cores()} threads", "")):
+        numpy, fast = rates["numpy" + suffix], rates["compiled" + suffix]
+        print(
+            f"  {label}: NumPy {numpy:.2f}, compiled {fast:.2f} ({fast / numpy:.1f}x)",
+            flush=True,
+        )
+    return rates["numpy"]
+
+
+def section_predict(args, numpy_exp=None):
+    from nwensemble import MultiHeadNWRegressor
+    from nwensemble._shared import compiled
+
+    print("\n== predict, softmax, 4 heads x 4 dims, float32: G evaluations/s")
+    for n in args.sizes:
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((n, 16)).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        model = MultiHeadNWRegressor(
+            n_heads=4,
+            head_dim=4,
+            init="random",
+            max_iter=0,
+            bvc_resamples=0,
+            random_state=0,
+        ).fit(X, y)
+        Xq = rng.standard_normal((n, 16)).astype(np.float32)
+
+        def run(flag):
+            def go():
+                compiled.ENABLED = flag
+                model.predict(Xq)
+
+            return go
+
+        run(True)()  # compiled once, outside the timing
+        times = alternate({"numpy": run(False), "compiled": run(True)}, args.repeats)
+        compiled.ENABLED = True
+        rate = {k: n * n * 4 / t / 1e9 for k, t in times.items()}
+        line = (
+            f"  {n} x {n}: NumPy path {rate['numpy']:.2f}, compiled "
+            f"{rate['compiled']:.2f} ({rate['compiled'] / rate['numpy']:.2f}x)"
+        )
+        if numpy_exp:
+            line += f"; NumPy exp alone {numpy_exp:.2f} G/s"
+        print(line, flush=True)
+
+
+def section_train(args):
+    from threadpoolctl import threadpool_limits
+
+    from nwensemble._fit.loo_loss import loo_loss_and_grad
+    from nwensemble._shared import compiled
+    from nwensemble._shared.kernels import KERNELS
+
+    n = args.train_n
+    print(f"\n== one training evaluation, one head, n = {n}, float32: ns per entry")
+    rng = np.random.default_rng(0)
+    for d in (8, 16):
+        X = rng.standard_normal((n, d)).astype(np.float32)
+        W = (0.5 * rng.standard_normal((d, d))).astype(np.float32)
+        Y = rng.standard_normal((n, 1)).astype(np.float32)
+        sw = np.full(n, 1.0 / n, dtype=np.float32)
+        spaces = {True: {}, False: {}}
+
+        def run(flag):
+            def go():
+                compiled.ENABLED = flag
+                loo_loss_and_grad(
+                    W,
+                    X,
+                    Y,
+                    sw,
+                    xp=np,
+                    kernel=KERNELS["softmax"],
+                    workspace=spaces[flag],
+                )
+
+            return go
+
+        with threadpool_limits(1, user_api="blas"):
+            run(True)()
+            run(False)()
+            times = alternate(
+                {"numpy": run(False), "compiled": run(True)}, args.repeats
+            )
+        compiled.ENABLED = True
+        ns = {k: t / (n * n) * 1e9 for k, t in times.items()}
+        print(
+            f"  head_dim {d}: NumPy path {ns['numpy']:.2f}, compiled "
+            f"{ns['compiled']:.2f} ({ns['numpy'] / ns['compiled']:.2f}x faster)",
+            flush=True,
+        )
+
+
+def child_compile():
+    """Seconds of a small model's first fit and predict less its second's."""
+    from sklearn.datasets import make_friedman1
+
+    from nwensemble import MultiHeadNWRegressor
+
+    X, y = make_friedman1(n_samples=300, random_state=0)
+    times = []
+    for dtype in (np.float64, np.float64):
+        start = time.perf_counter()
+        model = MultiHeadNWRegressor(n_heads=2, max_iter=5, random_state=0)
+        model.fit(X.astype(dtype), y.astype(dtype)).predict(X[:10].astype(dtype))
+        times.append(time.perf_counter() - start)
+    return times[0] - times[1]
+
+
+def section_compile(args):
+    print("\n== compile and load: first use in a fresh process, seconds")
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        code = (
+            f"import sys, json; sys.path.insert(0, {HERE!r}); "
+            "import bench_compiled; print(json.dumps(bench_compiled.child_compile()))"
+        )
+        for label in ("cold (compiled, cache empty)", "warm (loaded from the cache)"):
+            out = subprocess.run(
+                [sys.executable, "-W", "ignore", "-c", code],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            extra = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"  {label}: {extra:.2f}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=["native", "avx2"], default="native")
+    parser.add_argument(
+        "--sections", nargs="*", default=["exp", "predict", "train", "compile"]
+    )
+    parser.add_argument("--sizes", nargs="*", type=int, default=[20_000, 50_000])
+    parser.add_argument("--train-n", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.mode == "avx2" and "NPY_DISABLE_CPU_FEATURES" not in os.environ:
+        argv = [sys.executable, __file__] + sys.argv[1:]
+        sys.exit(subprocess.run(argv, env=dict(os.environ, **AVX2_ENV)).returncode)
+    warnings.filterwarnings("ignore")
+    print(cpu_line())
+    print(
+        f"mode: {args.mode}"
+        + (
+            " (" + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) + ")"
+            if args.mode == "avx2"
+            else ""
+        )
+    )
+    numpy_exp = section_exp(args) if "exp" in args.sections else None
+    if "predict" in args.sections:
+        section_predict(args, numpy_exp)
+    if "train" in args.sections:
+        section_train(args)
+    if "compile" in args.sections:
+        section_compile(args)
+
+
+if __name__ == "__main__":
+    main()

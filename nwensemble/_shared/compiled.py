@@ -1,0 +1,162 @@
+"""Compiled host kernels for the softmax kernel's exp-bound passes (numba).
+
+NumPy's ``exp`` runs at a fraction of a G/s per core on CPUs without
+AVX-512, and the softmax passes are bound by it. ``fast_exp`` is a
+vectorisable exp (``2^n exp(r)``, the power of two assembled in the exponent
+bits, see the performance notes for its error and rate); ``exp_tile``
+exponentiates a tile or block of logits in place with each row's own key
+set to zero in the same pass, and ``exp_tile_sums`` also sums the tile
+against the targets while it is in cache. The score products stay BLAS's.
+The kernels release the GIL (``map_on_host_threads`` spreads tasks over
+threads).
+
+They serve NumPy arrays on the host only (the array-API path stays as it
+is); ``kernels.Softmax.host_kernels`` is the one place that chooses them,
+and ``available()`` says whether numba imported (and ``ENABLED``). They are
+compiled on first use and cached on disk (``cache=True``), so later
+processes load them.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+import os
+
+import numpy as np
+
+try:
+    import numba
+    from numba import types
+    from numba.extending import intrinsic, overload
+except ImportError:  # pragma: no cover - numba is a dependency
+    numba = None
+
+# Keys per tile: the tile's scores, exps and targets stay in L1/L2.
+TILE = 512
+
+# NWENSEMBLE_COMPILED=0 in the environment (or ENABLED = False) keeps every
+# pass on NumPy, for comparisons in one run.
+ENABLED = os.environ.get("NWENSEMBLE_COMPILED", "1") != "0"
+
+
+def available():
+    """Whether the compiled kernels run: numba imported and not disabled."""
+    return numba is not None and ENABLED
+
+
+if numba is not None:
+    # Fast-math without reassociation for the exp: reassociating its
+    # argument reduction (x - n ln2_hi - n ln2_lo) would fold the two parts
+    # of ln 2 back into one and cost up to 100 float64 ulps near -708.
+    # The sums, whose vectorisation needs reassociation, are compiled apart
+    # (fast-math flags stay with the instructions they were compiled with).
+    _EXACT = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
+    _jit_exact = numba.njit(
+        nogil=True, cache=True, fastmath=_EXACT, error_model="numpy"
+    )
+    _jit = numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+
+    @intrinsic
+    def _bits_as_float32(typingctx, bits):
+        sig = types.float32(types.int32)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(types.float32))
+
+        return sig, codegen
+
+    @intrinsic
+    def _bits_as_float64(typingctx, bits):
+        sig = types.float64(types.int64)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+        return sig, codegen
+
+    def fast_exp(x):  # replaced in compiled code by the overload below
+        return math.exp(x)
+
+    @overload(fast_exp, inline="always", fastmath=_EXACT)
+    def _fast_exp(x):
+        if isinstance(x, types.Float) and x.bitwidth == 32:
+            return _exp32
+        return _exp64
+
+    # exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in
+    # [-ln 2 / 2, ln 2 / 2] (ln 2 split in two so that n ln2_hi is exact),
+    # exp(r) by its Taylor polynomial: degree 7 in float32 (truncation below
+    # 5e-9 of the value), 13 in float64 (below 5e-18).
+    _C32 = tuple(1.0 / math.factorial(k) for k in range(8))
+    _C64 = tuple(1.0 / math.factorial(k) for k in range(14))
+
+    def _exp32(x):
+        # Below this exp is subnormal in float32: zero here (the weights it
+        # would give are below 1e-38 of a row's largest).
+        if x < np.float32(-87.0):
+            return np.float32(0.0)
+        n = np.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))
+        r = x - n * np.float32(0.693145751953125)
+        r = r - n * np.float32(1.428606765330187e-06)
+        p = np.float32(_C32[7])
+        for k in range(6, -1, -1):
+            p = p * r + np.float32(_C32[k])
+        scale = _bits_as_float32(np.int32((np.int32(n) + np.int32(127)) << 23))
+        return p * scale
+
+    def _exp64(x):
+        if x < -708.0:
+            return 0.0
+        n = np.floor(x * 1.4426950408889634 + 0.5)
+        r = x - n * 0.6931471803691238
+        r = r - n * 1.9082149292705877e-10
+        p = _C64[13]
+        for k in range(12, -1, -1):
+            p = p * r + _C64[k]
+        scale = _bits_as_float64(np.int64((np.int64(n) + np.int64(1023)) << 52))
+        return p * scale
+
+    @_jit_exact
+    def exp_array(x, out):
+        """``out[i] = fast_exp(x[i])`` (for tests and the exp rate)."""
+        for i in range(x.shape[0]):
+            out[i] = fast_exp(x[i])
+        return out
+
+    @_jit_exact
+    def _exp_row(a, own):
+        """``a = exp(a)`` in place, ``a[own]`` zero if ``0 <= own < len(a)``."""
+        w = a.shape[0]
+        for j in range(w):
+            a[j] = fast_exp(a[j])
+        if 0 <= own < w:
+            a[own] = 0.0
+
+    @_jit_exact
+    def exp_tile(A, left_out, c0):
+        """``exp`` of a tile of logits ``A`` (rows, keys) in place; row
+        ``r``'s weight on key ``left_out[r]`` (a key index of the whole set,
+        -1 for none) is set to zero if that key lies in the tile, which
+        starts at key ``c0``."""
+        for r in range(A.shape[0]):
+            _exp_row(A[r], left_out[r] - c0)
+        return A
+
+    @_jit
+    def exp_tile_sums(A, left_out, c0, Yt, num):
+        """``exp_tile`` and, in the same pass, ``num += A @ Yt[:, c0:c0 +
+        w].T`` (``Yt`` the targets and ones transposed, (c, n); ``num`` (rows,
+        c) float64)."""
+        rows, w = A.shape
+        c = Yt.shape[0]
+        for r in range(rows):
+            a = A[r]
+            _exp_row(a, left_out[r] - c0)
+            for k in range(c):
+                y = Yt[k, c0 : c0 + w]
+                total = 0.0
+                for j in range(w):
+                    total += a[j] * y[j]
+                num[r, k] += total
+        return A

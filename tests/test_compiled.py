@@ -1,0 +1,115 @@
+"""The compiled host kernels: the exp's error bound, and the passes and the
+training objective they serve against NumPy's."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from nwensemble._shared import compiled
+from nwensemble._shared.attention import log_weights
+from nwensemble._shared.compiled_passes import CompiledTilePasses
+from nwensemble._shared.kernels import KERNELS
+from nwensemble._shared.keys import Keys
+from nwensemble._shared.tiles import TilePasses
+
+pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba disabled")
+
+
+@pytest.mark.parametrize("dtype, ulps", [(np.float32, 2), (np.float64, 2)])
+def test_exp_is_within_a_few_ulps_over_the_logits_range(dtype, ulps):
+    """Relative error against float64 (float32) or long double (float64)
+    exp, over the logits the fast path meets: 0 down to where float32 exp
+    turns subnormal (-87) and float64's (-708), each exponent's range
+    sampled densely; below, exact zeros."""
+    low = -87.0 if dtype == np.float32 else -708.0
+    x = np.concatenate(
+        [
+            np.linspace(low, 0.0, 2_000_001),
+            -np.logspace(-12, np.log10(-low), 100_001),
+            [0.0, -1e-30, low],
+        ]
+    ).astype(dtype)
+    got = compiled.exp_array(x, np.empty_like(x))
+    exact = np.exp(x.astype(np.longdouble))
+    rel = np.abs(got.astype(np.longdouble) - exact) / exact
+    assert float(rel.max()) <= ulps * np.finfo(dtype).eps
+    below = np.array([low - 1.0, -1e4, -np.inf], dtype=dtype)
+    assert np.all(compiled.exp_array(below, np.empty_like(below)) == 0.0)
+
+
+def test_exp_tile_zeroes_the_left_out_keys():
+    rng = np.random.default_rng(0)
+    A = -rng.uniform(0, 5, (4, 10))
+    ref = np.exp(A)
+    ref[0, 3] = 0.0
+    ref[2, 9] = 0.0
+    got = compiled.exp_tile(A.copy(), np.array([3 + 20, -1, 9 + 20, 55]), 20)
+    assert_allclose(got, ref, rtol=1e-14)
+
+
+def _keys(n, d, n_heads, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, n_heads * d)).astype(dtype)
+    Y = rng.standard_normal((n, 2)).astype(dtype)
+    sw = rng.uniform(0.5, 2.0, n).astype(dtype)
+    return Keys(Z, Y, log_weights(sw / sw.sum(), xp=np), KERNELS["softmax"], n_heads)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_compiled_passes_equal_numpy_tiles(monkeypatch, dtype, rtol):
+    """Every pass (estimates, squared spread, heads, leave-one-out heads)
+    gives the NumPy tiles' results, also with a query far from every key."""
+    import nwensemble._shared.tiles as tiles
+
+    monkeypatch.setattr(tiles, "_KEY_TILE", 64)
+    keys = _keys(700, 3, 2, dtype)
+    Q = np.random.default_rng(1).standard_normal((90, 6)).astype(dtype)
+    Q[7] += 30.0
+    fast, slow = CompiledTilePasses(keys), TilePasses(keys)
+    alpha = [0.3, 0.7]
+    rows = np.array([5, 0, 699, 13, 200])
+    pairs = [
+        (fast.estimates(Q, alpha), slow.estimates(Q, alpha)),
+        (fast.head_estimates(Q), slow.head_estimates(Q)),
+        (
+            fast.head_estimates(None, loo_rows=rows),
+            slow.head_estimates(None, loo_rows=rows),
+        ),
+        *zip(
+            fast.estimates_and_squared_spread(Q, alpha),
+            slow.estimates_and_squared_spread(Q, alpha),
+        ),
+    ]
+    for got, expected in pairs:
+        assert got.dtype == dtype
+        assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])
+def test_training_objective_equals_numpy(monkeypatch, dtype, rtol):
+    """The leave-one-out loss and gradient with the compiled exp match the
+    NumPy exp's, with several heads and the ambiguity term."""
+    from nwensemble._fit.loo_loss import loo_loss_and_grad
+
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((300, 5)).astype(dtype)
+    Y = rng.standard_normal((300, 2)).astype(dtype)
+    sw = np.full(300, 1 / 300, dtype=dtype)
+    W = (0.7 * rng.standard_normal((5, 6))).astype(dtype)
+    kw = dict(xp=np, kernel=KERNELS["softmax"], n_heads=3, diversity=-0.5)
+    fast = loo_loss_and_grad(W, X, Y, sw, **kw)
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    slow = loo_loss_and_grad(W, X, Y, sw, **kw)
+    assert_allclose(fast[0], slow[0], rtol=rtol)
+    assert_allclose(fast[1], slow[1], rtol=rtol, atol=rtol * np.abs(slow[1]).max())
+
+
+def test_the_kernel_chooses_the_compiled_path_on_the_host_only(monkeypatch):
+    softmax = KERNELS["softmax"]
+    keys = _keys(50, 2, 1, np.float64)
+    assert isinstance(keys.passes(), CompiledTilePasses)
+    assert softmax.host_kernels(np) is compiled
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    assert type(keys.passes()) is TilePasses
+    assert softmax.host_kernels(np) is None
+    assert KERNELS["biweight"].host_kernels(np) is None
