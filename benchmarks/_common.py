@@ -1,9 +1,11 @@
 """What the benchmark scripts share: command-line options and the CPU line."""
 
 import argparse
+import json
 import os
 import platform
 import subprocess
+import sys
 
 
 def benchmark_parser(doc, **defaults):
@@ -32,3 +34,55 @@ def cpu_line():
     except OSError:
         vector = ""
     return f"CPU: {name}, {os.cpu_count()} cores {vector}".rstrip()
+
+
+def in_child(module, function, *args, env=None):
+    """``module.function(*args)`` (a benchmark script's function returning
+    JSON-able data) run in a fresh interpreter, so that its memory and its
+    imports are its own; its result."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (
+        f"import json, sys; sys.path.insert(0, {here!r}); import {module}; "
+        f"print(json.dumps({module}.{function}(*{args!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --mode avx2: NumPy's AVX-512 paths off and OpenBLAS told it runs on
+# Haswell, so that an AVX-512 machine stands in for an AVX2 one.
+AVX2_ENV = {
+    "NPY_DISABLE_CPU_FEATURES": (
+        "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX "
+        "AVX512_CNL AVX512_ICL AVX512_SPR"
+    ),
+    "OPENBLAS_CORETYPE": "Haswell",
+}
+
+
+def add_mode(parser):
+    """``--mode native|avx2`` on a benchmark's parser (see ``AVX2_ENV``)."""
+    parser.add_argument(
+        "--mode",
+        choices=["native", "avx2"],
+        default="native",
+        help="avx2: NumPy's AVX-512 paths disabled and OpenBLAS as Haswell",
+    )
+    return parser
+
+
+def apply_mode(args):
+    """With ``--mode avx2``, run this script again in a child process with
+    ``AVX2_ENV`` set (the settings must precede NumPy's import) and exit with
+    its status; print the mode otherwise."""
+    if args.mode == "avx2" and "NPY_DISABLE_CPU_FEATURES" not in os.environ:
+        env = dict(os.environ, **AVX2_ENV)
+        sys.exit(subprocess.run([sys.executable] + sys.argv, env=env).returncode)
+    settings = ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items())
+    print(f"mode: {args.mode}" + (f" ({settings})" if args.mode == "avx2" else ""))

@@ -32,9 +32,7 @@ Run: ``python benchmarks/bench_compiled.py [--mode native|avx2]
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,15 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
-
-AVX2_ENV = {
-    "NPY_DISABLE_CPU_FEATURES": (
-        "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX "
-        "AVX512_CNL AVX512_ICL AVX512_SPR"
-    ),
-    "OPENBLAS_CORETYPE": "Haswell",
-}
+from _common import add_mode, apply_mode, cpu_line, in_child  # noqa: E402
 
 
 def _cores():
@@ -212,45 +202,23 @@ def section_compile(args):
     print("\n== compile and load: first use in a fresh process, seconds")
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        code = (
-            f"import sys, json; sys.path.insert(0, {HERE!r}); "
-            "import bench_compiled; print(json.dumps(bench_compiled.child_compile()))"
-        )
         for label in ("cold (compiled, cache empty)", "warm (loaded from the cache)"):
-            out = subprocess.run(
-                [sys.executable, "-W", "ignore", "-c", code],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            extra = json.loads(out.stdout.strip().splitlines()[-1])
+            extra = in_child("bench_compiled", "child_compile", env=env)
             print(f"  {label}: {extra:.2f}", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=["native", "avx2"], default="native")
     parser.add_argument(
         "--sections", nargs="*", default=["exp", "predict", "train", "compile"]
     )
     parser.add_argument("--sizes", nargs="*", type=int, default=[20_000, 50_000])
     parser.add_argument("--train-n", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    if args.mode == "avx2" and "NPY_DISABLE_CPU_FEATURES" not in os.environ:
-        argv = [sys.executable, __file__] + sys.argv[1:]
-        sys.exit(subprocess.run(argv, env=dict(os.environ, **AVX2_ENV)).returncode)
+    args = add_mode(parser).parse_args()
     warnings.filterwarnings("ignore")
     print(cpu_line())
-    print(
-        f"mode: {args.mode}"
-        + (
-            " (" + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) + ")"
-            if args.mode == "avx2"
-            else ""
-        )
-    )
+    apply_mode(args)
     numpy_exp = section_exp(args) if "exp" in args.sections else None
     if "predict" in args.sections:
         section_predict(args, numpy_exp)

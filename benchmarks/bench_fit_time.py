@@ -34,8 +34,11 @@ Every time is measured side by side in one run; read the ratios, and the
 CPU line printed first (AVX-512 machines run ``exp`` several times faster
 than AVX2 ones).
 
-Run: ``python benchmarks/bench_fit_time.py [--sections sets features ...]
-[--folds 5] [--sets abalone ...]``
+``--mode avx2`` runs it with NumPy's AVX-512 paths disabled and OpenBLAS
+as Haswell (an AVX2 machine, on an AVX-512 one).
+
+Run: ``python benchmarks/bench_fit_time.py [--mode native|avx2]
+[--sections sets features ...] [--folds 5] [--sets abalone ...]``
 """
 
 import argparse
@@ -59,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from _common import cpu_line  # noqa: E402
+from _common import add_mode, apply_mode, cpu_line  # noqa: E402
 from tabular import load_sets  # noqa: E402
 
 from nwensemble import (  # noqa: E402
@@ -287,9 +290,10 @@ def main():
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = add_mode(parser).parse_args()
     warnings.filterwarnings("ignore")
     print(cpu_line())
+    apply_mode(args)
     start = time.perf_counter()
     for name in args.sections:
         globals()[f"section_{name}"](args)

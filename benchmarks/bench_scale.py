@@ -23,19 +23,19 @@ prediction the fitted model) exist:
 Prints the CPU (``lscpu``) first: AVX-512 machines run exp about 5x
 faster than AVX2 ones.
 
-Run: ``python benchmarks/bench_scale.py [--sizes 10000 100000 1000000]
-[--compact-n 1000000] [--softmax-n 50000]``
+``--mode avx2`` runs it with NumPy's AVX-512 paths disabled and OpenBLAS
+as Haswell (an AVX2 machine, on an AVX-512 one).
+
+Run: ``python benchmarks/bench_scale.py [--mode native|avx2]
+[--sizes 10000 100000 1000000] [--compact-n 1000000] [--softmax-n 50000]``
 """
 
-import json
 import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from _common import benchmark_parser, cpu_line
+from _common import add_mode, apply_mode, benchmark_parser, cpu_line, in_child
 
 FEATURES = 16
 TEST_ROWS = 2000
@@ -141,21 +141,6 @@ def child_softmax(n, repeats):
     }
 
 
-def in_child(part, *args):
-    """Run ``child_<part>(*args)`` in a fresh interpreter; its result."""
-    code = (
-        "import json, sys; sys.path.insert(0, {here!r}); import bench_scale; "
-        "print(json.dumps(bench_scale.child_{part}(*{args!r})))"
-    ).format(here=os.path.dirname(os.path.abspath(__file__)), part=part, args=args)
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main():
     parser = benchmark_parser(
         __doc__,
@@ -164,15 +149,16 @@ def main():
         softmax_n=50000,
         repeats=3,
     )
-    args = parser.parse_args()
+    args = add_mode(parser).parse_args()
     print(cpu_line())
+    apply_mode(args)
     print(
         f"fit: 4 heads x 4 dims, solver='adam', 3 epochs, float32, {FEATURES} features"
     )
     print(f"{'n':>9}{'fit s':>9}{'x/decade':>10}{'peak MiB':>10}{'test RMSE':>11}")
     previous = None
     for n in args.sizes:
-        r = in_child("fit", n)
+        r = in_child("bench_scale", "child_fit", n)
         growth = "" if previous is None else f"{r['fit'] / previous:.1f}"
         previous = r["fit"]
         print(
@@ -181,7 +167,7 @@ def main():
         )
     if args.compact_n:
         n = args.compact_n
-        r = in_child("compact", n)
+        r = in_child("bench_scale", "child_compact", n)
         print(
             f"epanechnikov predict, {n} queries x {n} rows: "
             f"{r['predict']:.1f} s, peak {r['memory']:.0f} MiB beyond the inputs",
@@ -189,7 +175,7 @@ def main():
         )
     if args.softmax_n:
         n = args.softmax_n
-        r = in_child("softmax", n, args.repeats)
+        r = in_child("bench_scale", "child_softmax", n, args.repeats)
         print(
             f"softmax predict, {n} x {n} x 4 heads (float32): "
             f"{r['rate'] / 1e9:.2f} G kernel evaluations/s; NumPy float32 exp on "

@@ -11,9 +11,7 @@ the peak is reached in the first epoch, so a few epochs measure it.
 Run: ``python benchmarks/bench_table_memory.py [--rows 100000] [--max-iter 2]``
 """
 
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -23,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import benchmark_parser, cpu_line  # noqa: E402
+from _common import benchmark_parser, cpu_line, in_child  # noqa: E402
 from bench_scale import peak_mib, start_peak  # noqa: E402
 
 LEVELS = (1000, 10_000)
@@ -72,20 +70,6 @@ def child_fit(n, with_categories, max_iter):
     return result
 
 
-def in_child(*args):
-    code = (
-        "import json, sys; sys.path.insert(0, {here!r}); import bench_table_memory; "
-        "print(json.dumps(bench_table_memory.child_fit(*{args!r})))"
-    ).format(here=HERE, args=args)
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main():
     args = benchmark_parser(__doc__, rows=100_000, max_iter=2).parse_args()
     print(cpu_line())
@@ -93,8 +77,8 @@ def main():
         f"{args.rows} rows, 5 numeric columns; MultiHeadNWRegressor(max_iter="
         f"{args.max_iter}); peak resident memory of the fit (VmHWM after reset)"
     )
-    plain = in_child(args.rows, False, args.max_iter)
-    mixed = in_child(args.rows, True, args.max_iter)
+    plain = in_child("bench_table_memory", "child_fit", args.rows, False, args.max_iter)
+    mixed = in_child("bench_table_memory", "child_fit", args.rows, True, args.max_iter)
     print(
         f"  numeric only:             {plain['peak']:8.1f} MiB  {plain['time']:7.1f} s"
     )

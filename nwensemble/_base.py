@@ -16,7 +16,6 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_is_fitted,
     validate_data,
 )
@@ -30,19 +29,15 @@ from nwensemble._predict.combination import combine_heads
 from nwensemble._predict.intervals import interval_alpha
 from nwensemble._predict.predictor import NWPredictor
 from nwensemble._shared.backend import (
-    compute_namespace,
     get_namespace,
     like_input,
-    move_to,
     same_namespace_or_raise,
     to_host,
-    to_numpy,
     where,
 )
 from nwensemble._shared.kernels import KERNELS, resolve_kernel
-from nwensemble._shared.table import fit_encoder
 from nwensemble._table_attributes import table_attributes
-from nwensemble._validation import as_float, validate_fit_data
+from nwensemble._validation import as_float, training_arrays
 
 
 class BaseNWRegressor(
@@ -170,8 +165,8 @@ class BaseNWRegressor(
         """
         warm = self.warm_start and hasattr(self, "predictor_")
         previous = self.predictor_.W if warm else None
-        xp, X, Y, sw, single_output, encoder = self._validate_training_data(
-            X, y, sample_weight
+        xp, X, Y, sw, single_output, encoder = training_arrays(
+            self, X, y, sample_weight
         )
         fitted = fit_heads(
             self._fit_config(),
@@ -258,51 +253,6 @@ class BaseNWRegressor(
             callback=callback,
             name=type(self).__name__,
         )
-
-    def _validate_training_data(self, X, y, sample_weight):
-        """Validate ``fit`` input; return namespace and arrays on its device.
-
-        Returns ``xp, X, Y, sw, single_output, encoder``: ``X`` a floating
-        array, or a ``Table`` when some features are categorical or missing
-        (then ``encoder`` is its fitted ``TableEncoder``, else None); ``Y``
-        of shape (n, t) in the dtype of ``X``, ``sw`` non-negative weights
-        that sum to one, and whether ``y`` was 1-d.
-        """
-        X, y, mask = validate_fit_data(
-            self, X, y, categorical_features=self.categorical_features
-        )
-        table = mask is not None
-        xp, dev = get_namespace(X)  # NumPy for a DataFrame
-        if not table:
-            X = as_float(X, xp=xp)
-        # scikit-learn's checks see the input's arrays only: with the dispatch
-        # off they would turn arrays of another device into NumPy (which CuPy
-        # refuses).
-        sample_weight = move_to(sample_weight, xp=xp, device=dev)
-        dtype = X.dtype if not table and X.dtype == xp.float32 else xp.float64
-        sw = _check_sample_weight(sample_weight, X, dtype=dtype)
-        if self.device != "auto":
-            xp, dev = compute_namespace(self.device, X)
-            X = X if table else move_to(X, xp=xp, device=dev)
-        encoder = None
-        if table:
-            encoder = fit_encoder(X, mask, to_numpy(sw), feature_names(self, X))
-            X = encoder.encode(X, xp=xp, device=dev, dtype=_table_dtype(X, xp))
-        y = move_to(y, xp=xp, device=dev)
-        sw = move_to(sw, xp=xp, device=dev)
-        Y = xp.astype(y, X.dtype)
-        single_output = Y.ndim == 1
-        if single_output:
-            Y = xp.reshape(Y, (-1, 1))
-        if not bool(xp.all(sw >= 0)):
-            raise ValueError("sample_weight must be non-negative.")
-        n_positive = int(xp.sum(xp.astype(sw > 0, xp.int64)))
-        if n_positive < 2:
-            raise ValueError(
-                "At least 2 samples with positive sample_weight are needed: a "
-                f"leave-one-out fit attends to the other samples; got {n_positive}."
-            )
-        return xp, X, Y, sw / xp.sum(sw), single_output, encoder
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
@@ -468,17 +418,3 @@ class BaseNWRegressor(
         return (
             result if self.predictor_.keys.support_index is not None else back(result)
         )
-
-
-def feature_names(estimator, X):
-    """Column names for messages: ``feature_names_in_``, else ``x<j>``."""
-    names = getattr(estimator, "feature_names_in_", None)
-    if names is not None:
-        return [repr(str(n)) for n in names]
-    return [f"x{j}" for j in range(X.shape[1])]
-
-
-def _table_dtype(X, xp):
-    """float32 for a float32 array, float64 otherwise (frames included)."""
-    dtype = getattr(X, "dtype", None)
-    return xp.float32 if dtype == xp.float32 else xp.float64

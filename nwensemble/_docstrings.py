@@ -80,7 +80,10 @@ early_stopping : 'auto' or bool, default='auto'
     Hold out ``validation_fraction`` of the rows as queries that never serve
     as keys during training, and keep the projections with the lowest
     held-out error of the ensemble; stop after ``n_iter_no_change``
-    iterations without improvement. The exact leave-one-out error can still
+    iterations without improvement (for ``solver='adam'``, whose epochs'
+    held-out errors fluctuate, also once they are flat: when the best of the
+    last ``n_iter_no_change`` improves on the best before them by less than
+    their standard deviation). The exact leave-one-out error can still
     be driven down by fitting noise when the learned parameters
     (``n_features * n_heads * head_dim``) are many against ``n_samples``;
     the held-out rows catch that. ``'auto'`` enables it when there are at

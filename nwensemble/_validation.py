@@ -5,6 +5,7 @@
 
 import numpy as np
 from sklearn.utils.validation import (
+    _check_sample_weight,
     _check_y,
     _num_features,
     _num_samples,
@@ -12,8 +13,77 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from nwensemble._shared.backend import get_namespace
-from nwensemble._shared.table import as_pandas, categorical_mask, is_dataframe
+from nwensemble._shared.backend import (
+    compute_namespace,
+    get_namespace,
+    move_to,
+    to_numpy,
+)
+from nwensemble._shared.table import (
+    as_pandas,
+    categorical_mask,
+    fit_encoder,
+    is_dataframe,
+)
+
+
+def training_arrays(estimator, X, y, sample_weight):
+    """Validate an NW estimator's ``fit`` input; return its namespace and
+    arrays on its device.
+
+    Returns ``xp, X, Y, sw, single_output, encoder``: ``X`` a floating
+    array, or a ``Table`` when some features are categorical or missing
+    (then ``encoder`` is its fitted ``TableEncoder``, else None); ``Y`` of
+    shape (n, t) in the dtype of ``X``, ``sw`` non-negative weights that sum
+    to one, and whether ``y`` was 1-d. The estimator's ``device`` and
+    ``categorical_features`` say where and what.
+    """
+    X, y, mask = validate_fit_data(
+        estimator, X, y, categorical_features=estimator.categorical_features
+    )
+    table = mask is not None
+    xp, dev = get_namespace(X)  # NumPy for a DataFrame
+    if not table:
+        X = as_float(X, xp=xp)
+    # scikit-learn's checks see the input's arrays only: with the dispatch
+    # off they would turn arrays of another device into NumPy (which CuPy
+    # refuses).
+    sample_weight = move_to(sample_weight, xp=xp, device=dev)
+    dtype = X.dtype if not table and X.dtype == xp.float32 else xp.float64
+    sw = _check_sample_weight(sample_weight, X, dtype=dtype)
+    if estimator.device != "auto":
+        xp, dev = compute_namespace(estimator.device, X)
+        X = X if table else move_to(X, xp=xp, device=dev)
+    encoder = None
+    if table:
+        encoder = fit_encoder(X, mask, to_numpy(sw), _feature_names(estimator, X))
+        float32 = getattr(X, "dtype", None) == xp.float32
+        X = encoder.encode(
+            X, xp=xp, device=dev, dtype=xp.float32 if float32 else xp.float64
+        )
+    y = move_to(y, xp=xp, device=dev)
+    sw = move_to(sw, xp=xp, device=dev)
+    Y = xp.astype(y, X.dtype)
+    single_output = Y.ndim == 1
+    if single_output:
+        Y = xp.reshape(Y, (-1, 1))
+    if not bool(xp.all(sw >= 0)):
+        raise ValueError("sample_weight must be non-negative.")
+    n_positive = int(xp.sum(xp.astype(sw > 0, xp.int64)))
+    if n_positive < 2:
+        raise ValueError(
+            "At least 2 samples with positive sample_weight are needed: a "
+            f"leave-one-out fit attends to the other samples; got {n_positive}."
+        )
+    return xp, X, Y, sw / xp.sum(sw), single_output, encoder
+
+
+def _feature_names(estimator, X):
+    """Column names for messages: ``feature_names_in_``, else ``x<j>``."""
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is not None:
+        return [repr(str(n)) for n in names]
+    return [f"x{j}" for j in range(X.shape[1])]
 
 
 def validate_fit_data(estimator, X, y, *, categorical_features=None):

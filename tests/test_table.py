@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
@@ -76,6 +76,7 @@ def test_relabelled_or_reordered_levels_give_the_same_predictions(make):
     assert_array_equal(_quiet(make(), reordered, y).predict(reordered), ref)
 
 
+@settings(max_examples=20, deadline=None)
 @given(
     n_levels=st.integers(2, 6),
     seed=st.integers(0, 2**16),

@@ -57,23 +57,20 @@ if numba is not None:
     )
     _jit = numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
-    @intrinsic
-    def _bits_as_float32(typingctx, bits):
-        sig = types.float32(types.int32)
+    def _bitcast(to, frm):
+        """An intrinsic that reinterprets the bits of a ``frm`` as a ``to``."""
 
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float32))
+        @intrinsic
+        def cast(typingctx, bits):
+            def codegen(context, builder, signature, args):
+                return builder.bitcast(args[0], context.get_value_type(to))
 
-        return sig, codegen
+            return to(frm), codegen
 
-    @intrinsic
-    def _bits_as_float64(typingctx, bits):
-        sig = types.float64(types.int64)
+        return cast
 
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-        return sig, codegen
+    _bits_as_float32 = _bitcast(types.float32, types.int32)
+    _bits_as_float64 = _bitcast(types.float64, types.int64)
 
     def fast_exp(x):  # replaced in compiled code by the overload below
         return math.exp(x)
