@@ -7,7 +7,7 @@
 import numpy as np
 
 from nwensemble._shared import compiled
-from nwensemble._shared.tiles import _KEY_TILE, TilePasses
+from nwensemble._shared.tiles import TilePasses
 
 
 class CompiledTilePasses(TilePasses):
@@ -18,12 +18,13 @@ class CompiledTilePasses(TilePasses):
 
     def _block_sums(self, q, operands, Y_aug, left_out):
         m, n = q.shape[0], operands.shape[1]
+        tile = self._key_tile()
         own = _own(left_out, m)
         Yt = np.ascontiguousarray(Y_aug.T)
         num = np.zeros((m, Yt.shape[0]))
-        buf = np.empty((m, _KEY_TILE), dtype=q.dtype)
-        for c0 in range(0, n, _KEY_TILE):
-            c1 = min(c0 + _KEY_TILE, n)
+        buf = np.empty((m, tile), dtype=q.dtype)
+        for c0 in range(0, n, tile):
+            c1 = min(c0 + tile, n)
             A = np.matmul(q, operands[:, c0:c1], out=buf[:, : c1 - c0])
             compiled.exp_tile_sums(A, own, c0, Yt, num)
         return num.astype(q.dtype)

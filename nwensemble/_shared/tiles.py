@@ -183,6 +183,10 @@ class TilePasses(BlockPasses):
         parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
         return [concat_rows(parts[h::n_heads], xp=xp) for h in range(n_heads)]
 
+    def _key_tile(self):
+        """Keys per tile (``_KEY_TILE``, read at each call)."""
+        return _KEY_TILE
+
     def _block_sums(self, q, operands, Y_aug, left_out):
         """``E @ [Y, 1]`` for a block of queries ``q`` (operands of
         ``_operands``), tile by tile, the weight of query ``r`` on key
