@@ -74,6 +74,7 @@ class BaseNWRegressor(
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "standardize": ["boolean", StrOptions({"power"})],
         "duplicate_weight": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
+        "local_fit": [StrOptions({"auto", "linear", "constant"})],
         "warm_start": ["boolean"],
         "callback": [callable, None],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
@@ -97,6 +98,7 @@ class BaseNWRegressor(
         n_iter_no_change,
         standardize,
         duplicate_weight,
+        local_fit,
         warm_start,
         callback,
         device,
@@ -116,6 +118,7 @@ class BaseNWRegressor(
         self.n_iter_no_change = n_iter_no_change
         self.standardize = standardize
         self.duplicate_weight = duplicate_weight
+        self.local_fit = local_fit
         self.warm_start = warm_start
         self.callback = callback
         self.device = device
@@ -126,8 +129,9 @@ class BaseNWRegressor(
         """Pickle with every fitted array on the host, as NumPy.
 
         A model fitted on a GPU (or on any array-API device) then loads where
-        CuPy or that device is absent, and predicts NumPy input exactly as it
-        predicted on the device (to predict on the GPU again, fit there).
+        CuPy or that device is absent, and predicts NumPy input as it
+        predicted on the device, to rounding (to predict on the GPU again,
+        fit there).
         """
         return to_host(super().__getstate__())
 
@@ -207,6 +211,7 @@ class BaseNWRegressor(
         self.n_fev_ = fitted.solver.n_fev
         self.loss_curve_ = fitted.solver.loss_curve
         self.duplicate_weight_ = combination.duplicate_weight
+        self.local_ridge_ = fitted.keys.readout.ridge
         self.loo_prediction_ = self.predictor_.output(loo)
         calibration = combination.calibration
         self.calibration_rows_ = self.predictor_.to_model(

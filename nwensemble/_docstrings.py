@@ -121,7 +121,23 @@ duplicate_weight : 'auto' or float in [0, 1], default='auto'
     lower. ``0`` turns the blend off. The heads, ``hdi_`` and
     ``bvc_decomposition_`` describe the NW estimate without the blend.
     With the blend on, the projections are learned on the rows with their
-    copies merged (leave-one-out leaves a record out with its copies).""",
+    copies merged (leave-one-out leaves a record out with its copies).
+
+local_fit : {'auto', 'linear', 'constant'}, default='auto'
+    How each head reads its estimate out of its attention weights.
+    ``'constant'``: their weighted mean of the training targets (the
+    Nadaraya-Watson estimate, softmax attention's output). ``'linear'``:
+    the value at the query of a weighted least-squares line through the
+    targets in the head's subspace, under the same weights (local-linear
+    regression), which removes the weighted mean's bias where the target
+    slopes across the neighbourhood (at the edges of the data, along steep
+    directions); its ridge, relative to the neighbourhood's spread, is
+    chosen from a grid of decades by the leave-one-out error of the
+    training rows after the fit, and every head's estimate is clipped to
+    the training targets' range. ``'auto'``: the weighted mean is one more
+    candidate of that choice; a compact kernel keeps the weighted mean
+    (its radius search serves only that). The projections are learned for
+    the weighted mean either way; ``local_ridge_`` is the choice.""",
     "run": """\
 warm_start : bool, default=False
     If True and ``fit`` was called before, start from the previous
@@ -176,6 +192,10 @@ missing_embeddings_ : array of shape (n_heads, head_dim, `n_features_in_`) or No
 duplicate_weight_ : float
     The blend's weight ``rho`` (see ``duplicate_weight``): learned with
     ``'auto'``, else the parameter.
+
+local_ridge_ : float
+    The ridge of the heads' local-linear fits (see ``local_fit``), ``inf``
+    when they read the weighted mean.
 
 loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
     The exact leave-one-out predictions of the training rows (each row

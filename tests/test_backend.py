@@ -84,8 +84,8 @@ def test_predict_refuses_another_namespace():
 )
 def test_model_fitted_on_a_device_pickles_to_numpy(make, friedman):
     """A model fitted on array_api_strict's second device (a stand-in for a
-    GPU) loads as NumPy and predicts NumPy input exactly as it predicted on
-    the device."""
+    GPU) loads as NumPy and predicts NumPy input as it predicted on the
+    device (to the last bit of the host's compiled exp)."""
     xps = pytest.importorskip("array_api_strict")
     dev = xps.Device("device1")
     X, y = friedman
@@ -98,7 +98,7 @@ def test_model_fitted_on_a_device_pickles_to_numpy(make, friedman):
     loaded = pickle.loads(blob)
     pred = loaded.predict(far)
     assert isinstance(pred, np.ndarray)
-    assert_array_equal(pred, to_numpy(on_device))
+    assert_allclose(pred, to_numpy(on_device), rtol=1e-13)
     inner = getattr(loaded, "best_estimator_", loaded)
     assert isinstance(inner.components_, np.ndarray)
     # Pickling leaves the model on the device untouched.

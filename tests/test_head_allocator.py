@@ -215,7 +215,7 @@ def test_leave_one_out_chooses_like_five_fold_cv_and_is_optimistic():
     were learned on the rows it scores. It does not choose alike everywhere
     (benchmarks/bench_allocator.py)."""
     X, y = make_friedman1(n_samples=600, noise=1.0, random_state=1)
-    est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0)
+    est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0, local_fit="constant")
     loo = HeadAllocator(est, budget=16, cv=None).fit(X, y)
     folds = HeadAllocator(
         est, budget=16, strategy="cv", cv=KFold(5, shuffle=True, random_state=0)

@@ -109,7 +109,11 @@ def test_jackknife_plus_matches_refits_with_the_projection_held():
     NW by hand with the same projection gives the same bounds."""
     X, y = _heteroscedastic(80, 2)
     model = NWAttentionRegressor(
-        early_stopping=False, standardize=False, duplicate_weight=0, random_state=0
+        early_stopping=False,
+        standardize=False,
+        duplicate_weight=0,
+        local_fit="constant",
+        random_state=0,
     ).fit(X, y)
     Xq = X[:5] + 0.01
     _, bounds = model.predict_interval(Xq, confidence_level=0.8)
@@ -126,6 +130,45 @@ def test_jackknife_plus_matches_refits_with_the_projection_held():
     k = conformal_rank(80, 0.2)
     assert_allclose(bounds[:, 0], np.sort(lows, axis=0)[k - 1], rtol=1e-9)
     assert_allclose(bounds[:, 1], np.sort(highs, axis=0)[80 - k], rtol=1e-9)
+
+
+def test_jackknife_plus_of_local_lines_matches_refits_without_the_row():
+    """With the local-linear readout each leave-one-out model is the line
+    refitted without row i (the ridge's scale held, the clip kept)."""
+    X, y = _heteroscedastic(80, 2)
+    model = NWAttentionRegressor(
+        early_stopping=False,
+        standardize=False,
+        duplicate_weight=0,
+        local_fit="linear",
+        random_state=0,
+    ).fit(X, y)
+    ridge = model.local_ridge_
+    Xq = X[:5] + 0.01
+    _, bounds = model.predict_interval(Xq, confidence_level=0.8)
+    Zq, Z = model.transform(Xq), model.transform(X)
+    d = Z.shape[1]
+    U = np.hstack([np.ones((80, 1)), Z])
+    R = np.abs(y - model.loo_prediction_)
+    lows, highs = [], []
+    for q in Zq:
+        logits = -0.5 * ((q - Z) ** 2).sum(-1)
+        w = np.exp(logits - logits.max())
+        w /= w.sum()
+        spread = w @ ((Z - q) ** 2).sum(1) / d
+        floor = 1e-10 * (1 + w @ (Z**2).sum(1) / d)
+        P = np.diag([0.0] + [ridge * spread + floor] * d)
+        Uq = U - np.hstack([[0.0], q])
+        mus = []
+        for i in range(80):
+            keep = np.arange(80) != i
+            A = Uq[keep].T @ (w[keep, None] * Uq[keep]) + P
+            mus.append(np.linalg.solve(A, Uq[keep].T @ (w[keep] * y[keep]))[0])
+        mus = np.clip(mus, y.min(), y.max())
+        lows.append(np.sort(mus - R)[conformal_rank(80, 0.2) - 1])
+        highs.append(np.sort(mus + R)[80 - conformal_rank(80, 0.2)])
+    assert_allclose(bounds[:, 0], lows, rtol=1e-7)
+    assert_allclose(bounds[:, 1], highs, rtol=1e-7)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

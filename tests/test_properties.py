@@ -28,11 +28,14 @@ def problems(draw, min_rows=3, max_rows=25, elements=finite):
 
 
 @settings(max_examples=40, deadline=None)
-@given(problems(), st.sampled_from([0, 5]))
-def test_predictions_within_target_range(problem, max_iter):
-    """Every prediction is a convex combination: inside [min y, max y]."""
+@given(problems(), st.sampled_from([0, 5]), st.sampled_from(["auto", "linear"]))
+def test_predictions_within_target_range(problem, max_iter, local_fit):
+    """Every prediction lies inside [min y, max y]: a convex combination, or
+    a local line clipped there."""
     X, y, Xq = problem
-    reg = NWAttentionRegressor(max_iter=max_iter, random_state=0).fit(X, y)
+    reg = NWAttentionRegressor(
+        max_iter=max_iter, local_fit=local_fit, random_state=0
+    ).fit(X, y)
     pred = reg.predict(np.vstack([X, Xq]))
     assert np.all(np.isfinite(pred))
     span = 1e-9 * max(1.0, np.abs(y).max())
@@ -133,3 +136,23 @@ def test_predictions_invariant_in_x_and_equivariant_in_y_scale(
     assert_allclose(sx, std, atol=tol)
     assert_allclose(py / c, pred, atol=tol)
     assert_allclose(sy / c, std, atol=tol)
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(min_rows=4), st.sampled_from(["constant", "linear"]))
+def test_every_head_predicts_within_target_range(problem, local_fit):
+    """Each head's estimate lies inside [min y, max y], queries far outside
+    the data included."""
+    X, y, Xq = problem
+    model = MultiHeadNWRegressor(
+        n_heads=2, head_dim=1, max_iter=3, local_fit=local_fit, bvc_resamples=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, y)
+    predictor = model.predictor_
+    Q = predictor.project(np.vstack([X, Xq]))
+    heads = np.asarray(predictor.keys.passes().head_estimates(Q))[..., 0]
+    assert np.all(np.isfinite(heads))
+    span = 1e-9 * max(1.0, np.abs(y).max())
+    assert np.all(heads >= y.min() - span) and np.all(heads <= y.max() + span)

@@ -39,8 +39,8 @@ def test_sparse_weights_equal_dense_weights(friedman, monkeypatch):
     Xq = X[:25] - 0.05
     Q = reg.transform(Xq)
     dense = [None] * 3
-    for _, h, E, num, _ in iter_head_attention(Q, reg.predictor_.keys):
-        dense[h] = E / num[:, -1:]
+    for block in iter_head_attention(Q, reg.predictor_.keys):
+        dense[block.h] = block.E / block.num[:, -1:]
     for h in range(3):
         got = reg.attention_weights(Xq, head=h)
         assert sparse.issparse(got)

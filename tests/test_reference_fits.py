@@ -22,7 +22,7 @@ RECORDED = np.load(reference_fits.PATH)
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("name", sorted(reference_fits.CASES))
 def test_outputs_match_the_recording(name):
-    rtol = 1e-5 if reference_fits.CASES[name][2] == "float32" else 1e-9
+    rtol = _tolerance(*reference_fits.CASES[name][1:])
     outputs = reference_fits.outputs(name)
     recorded = {
         key.split("/", 1)[1]: RECORDED[key]
@@ -38,3 +38,14 @@ def test_outputs_match_the_recording(name):
         np.testing.assert_allclose(
             value, expected, rtol=0, atol=rtol * scale, err_msg=f"{name}: {key}"
         )
+
+
+def _tolerance(params, dtype):
+    """Relative tolerance of a case's outputs across CPUs, whose exp paths
+    round differently: float64 keeps all but its last digits; float32 fits
+    agree to a few ulps, and a local-linear readout, whose slope divides
+    float32 sums of the keys' second moments by their local covariance,
+    amplifies that by up to about 20."""
+    if dtype == "float64":
+        return 1e-9
+    return 1e-4 if params.get("local_fit") == "linear" else 1e-5

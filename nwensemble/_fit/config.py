@@ -37,6 +37,7 @@ class FitConfig:
     n_iter_no_change: int
     standardize: Any
     duplicate_weight: Any
+    local_fit: str
     diversity: Any
     callback: Optional[Callable]
     verbose: int
@@ -54,6 +55,7 @@ class FitConfig:
         "n_iter_no_change",
         "standardize",
         "duplicate_weight",
+        "local_fit",
         "verbose",
     )
 

@@ -4,6 +4,7 @@ keys they attend to and the heads' leave-one-out residuals."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import dataclasses
 import math
 import time
 import warnings
@@ -16,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from nwensemble._fit.config import SolverResult
 from nwensemble._fit.diversity import solve_with_diversity
 from nwensemble._fit.embedding_start import start_with_codes
+from nwensemble._fit.local_fit import choose_readout
 from nwensemble._fit.solvers import choose_solver
 from nwensemble._fit.start import initial_projection
 from nwensemble._shared.backend import device, to_numpy
@@ -152,8 +154,14 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = _original_rows(fitted.heldout, merged_group, duplicates)
     start = time.perf_counter()
-    loo = _leave_one_out(keys, sw, heldout, rng=rng)
-    config.progress(f"leave-one-out statistics on {loo.residuals.shape[1]} rows", start)
+    loo, keys = _leave_one_out(
+        keys, sw, heldout, config.local_fit, duplicates=duplicates, rng=rng
+    )
+    config.progress(
+        f"leave-one-out statistics on {loo.residuals.shape[1]} rows, "
+        f"local ridge {keys.readout.ridge:g}",
+        start,
+    )
     return FittedHeads(
         features=features,
         W=W,
@@ -166,11 +174,13 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     )
 
 
-def _leave_one_out(keys, sw, heldout, *, rng):
-    """The heads' leave-one-out residuals (see ``LeaveOneOut``): every row up
-    to ``LOO_STATS_ROWS``, else a random subset of queries (the held-out
-    rows first), each attending to all rows, so that their cost stays
-    linear in n."""
+def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, rng):
+    """The heads' leave-one-out residuals (see ``LeaveOneOut``) and the keys
+    with the readout ``local_fit`` chooses by them (see ``local_fit``),
+    scored on the rows held out of the projections' fit where there are
+    any. The residuals are those of every row up to ``LOO_STATS_ROWS``,
+    else of a random subset of queries (the held-out rows first), each
+    attending to all rows, so that their cost stays linear in n."""
     xp = keys.xp
     sw_np = to_numpy(sw).astype(np.float64)
     positive = np.flatnonzero(sw_np > 0)
@@ -181,11 +191,31 @@ def _leave_one_out(keys, sw, heldout, *, rng):
         rows_np = _sample_loo_rows(positive, heldout, LOO_STATS_ROWS, rng=rng)
         sampled = rows_np
     rows = xp.asarray(rows_np, device=device(keys.Z))
-    heads, fallback = keys.passes().head_estimates(None, loo_rows=rows, fallback=True)
+    scored = _scored_rows(rows_np, heldout, duplicates)
+    readout, heads, fallback = choose_readout(
+        keys, rows, sw_np[rows_np], local_fit, scored=scored
+    )
     counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
     Y_rows = xp.take(keys.Y, rows, axis=0)
     residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
-    return LeaveOneOut(residuals, sw_np[rows_np], sampled, counts)
+    loo = LeaveOneOut(residuals, sw_np[rows_np], sampled, counts)
+    return loo, dataclasses.replace(keys, readout=readout)
+
+
+def _scored_rows(rows, heldout, duplicates):
+    """Positions in ``rows`` of those that score the readouts (None: all):
+    rows held out of the projections' fit where there are any, and rows
+    without copies where there are any (a row's copy stays among the keys
+    when the row leaves itself out, and would flatter a line through it)."""
+    keep = np.ones(rows.shape[0], dtype=bool)
+    if heldout is not None and np.isin(rows, heldout).any():
+        keep &= np.isin(rows, heldout)
+    if duplicates is not None:
+        counts = to_numpy(duplicates.counts)[to_numpy(duplicates.train_group)]
+        single = counts[rows] <= 1
+        if (keep & single).any():
+            keep &= single
+    return None if keep.all() else np.flatnonzero(keep)
 
 
 def _original_rows(rows, merged_group, duplicates):

@@ -16,12 +16,9 @@ import numpy as np
 
 from nwensemble._shared.backend import device
 from nwensemble._shared.passes import over_heads
+from nwensemble._shared.readout import CONSTANT
 
 METHODS = ("jackknife+", "adaptive")
-
-# A left-out row that held (nearly) all of a head's weight leaves nothing to
-# average: that head's leave-one-out estimate is then taken as its estimate.
-_ALL_WEIGHT = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,21 +106,19 @@ def predict_interval(keys, combination, Q, *, alpha, method):
         R = R / scale_cal
     Y_cal = xp.take(keys.Y, cal_rows, axis=0)
 
-    def estimate_and_left_out(h, E, num, fallback):
-        s = num[:, -1:]
-        est = num[:, :-1] / s  # (b, t)
-        w = xp.take(E, cal_rows, axis=1) / s  # (b, c)
-        keep = 1.0 - w
-        safe = keep > _ALL_WEIGHT
-        denom = xp.where(safe, keep, xp.ones_like(keep))
-        left_out = (est[:, None, :] - w[:, :, None] * Y_cal[None, :, :]) / denom[
-            :, :, None
-        ]
-        left_out = xp.where(safe[:, :, None], left_out, est[:, None, :])
+    Z_cal = [xp.take(keys.head(h), cal_rows, axis=0) for h in range(keys.n_heads)]
+
+    def estimate_and_left_out(block):
+        h = block.h
+        est, left_out = keys.readout.left_out(
+            block.E, block.num, block.Qh, Z_cal[h], Y_cal, cal_rows, xp=xp
+        )
         return alpha_h[h] * est, alpha_h[h] * left_out
 
     estimates, lower, upper = [], [], []
-    for rows, (mu, M) in over_heads(Q, keys, estimate_and_left_out):
+    # A local-linear readout holds (block, calibration rows, head_dim) arrays.
+    n_blocks = 2 if keys.readout.is_constant else 3 * (keys.head_dim + 2)
+    for rows, (mu, M) in over_heads(Q, keys, estimate_and_left_out, n_blocks=n_blocks):
         spread = R[None, :, :]
         if scale_q is not None:
             spread = spread * scale_q[rows, :][:, None, :]
@@ -152,7 +147,9 @@ def local_scale(keys, combination, Q, positions):
     alpha = combination.head_weights
     R2 = cal.residuals * cal.residuals
     # The rows with residuals as keys, their squared residuals as targets.
-    passes = keys.take(xp.asarray(cal.rows, device=device(keys.Z)), Y=R2).passes()
+    # The residuals' local mean is an average (a line could go negative).
+    rows = xp.asarray(cal.rows, device=device(keys.Z))
+    passes = keys.take(rows, Y=R2, readout=CONSTANT).passes()
     m_all = xp.mean(R2, axis=0)
     local_q, sq_q = passes.estimates_and_squared_spread(Q, alpha)
     spread = xp.sqrt(sq_q)

@@ -74,8 +74,9 @@ class NWPredictor:
         return move_to(a, xp=xp, device=dev)
 
     def output(self, Y):
-        """``Y`` (m, t) as the fitted target's shape: (m,) for a 1-d target."""
-        return Y[:, 0] if self.single_output else Y
+        """``Y`` (m, t, ...) as the fitted target's shape: (m, ...) for a 1-d
+        target."""
+        return Y[:, 0, ...] if self.single_output else Y
 
     def encode(self, X):
         """A table ``X`` (validated for its columns) as a ``Table`` in the
@@ -125,7 +126,14 @@ class NWPredictor:
         """The bias-variance-covariance parts of the heads on projected rows
         ``Z`` (n, n_heads * head_dim) with targets ``Y`` (n, t), resampled
         with ``weights`` (see ``bvc.bvc_parts``)."""
-        rows = Keys.of(Z, Y, weights, kernel=self.keys.kernel, n_heads=self.n_heads)
+        rows = Keys.of(
+            Z,
+            Y,
+            weights,
+            kernel=self.keys.kernel,
+            n_heads=self.n_heads,
+            readout=self.keys.readout,
+        )
         return bvc_parts(
             rows, weights, n_resamples=n_resamples, rng=rng, n_jobs=n_jobs, F=F
         )
@@ -239,11 +247,11 @@ class NWPredictor:
         if copies is not None:
             sw = xp.exp(self.keys.log_sw)
 
-        def weights(h, E, num, fallback):
-            if head is not None and h != head:
+        def weights(block):
+            if head is not None and block.h != head:
                 return None
-            part = E / num[:, -1:]
-            return alpha[h] * part if several else part
+            part = block.weights()
+            return alpha[block.h] * part if several else part
 
         for rows, acc in over_heads(Q, self.keys, weights):
             if copies is not None:

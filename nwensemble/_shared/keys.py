@@ -10,6 +10,7 @@ from typing import Any
 
 from nwensemble._shared.attention import log_weights
 from nwensemble._shared.backend import namespace_of
+from nwensemble._shared.readout import CONSTANT
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,6 +34,9 @@ class Keys:
     support_index : list of SupportIndex or None
         What the kernel searches the keys with (a compact kernel's radius
         search per head), or None.
+    readout : Readout
+        How each head reads its estimate out of its attention (see
+        ``readout``).
     """
 
     Z: Any
@@ -41,12 +45,14 @@ class Keys:
     kernel: Any
     n_heads: int
     support_index: Any = None
+    readout: Any = CONSTANT
 
     @classmethod
-    def of(cls, Z, Y, sample_weight, *, kernel, n_heads):
+    def of(cls, Z, Y, sample_weight, *, kernel, n_heads, readout=CONSTANT):
         """Keys of rows ``Z`` with targets ``Y`` and (linear) weights."""
         xp, _ = namespace_of(Z)
-        return cls(Z, Y, log_weights(sample_weight, xp=xp), kernel, n_heads)
+        log_sw = log_weights(sample_weight, xp=xp)
+        return cls(Z, Y, log_sw, kernel, n_heads, readout=readout)
 
     @property
     def xp(self):
@@ -75,14 +81,17 @@ class Keys:
 
     def searchable(self):
         """These keys with the kernel's search index built (the same keys
-        when the kernel has none)."""
+        when the kernel has none, or when the readout is not the local
+        constant, whose passes the index serves)."""
+        if not self.readout.is_constant:
+            return self
         index = self.kernel.search_index(self.Z, self.log_sw, n_heads=self.n_heads)
         return dataclasses.replace(self, support_index=index)
 
-    def take(self, rows, *, Y=None, log_sw=None):
+    def take(self, rows, *, Y=None, log_sw=None, readout=None):
         """The keys of ``rows`` (an integer array of the namespace), with
-        other targets ``Y`` or log weights ``log_sw`` for them when given;
-        no search index."""
+        other targets ``Y``, log weights ``log_sw`` or ``readout`` for them
+        when given; no search index."""
         xp = self.xp
         return Keys(
             xp.take(self.Z, rows, axis=0),
@@ -90,4 +99,5 @@ class Keys:
             xp.take(self.log_sw, rows, axis=0) if log_sw is None else log_sw,
             self.kernel,
             self.n_heads,
+            readout=self.readout if readout is None else readout,
         )

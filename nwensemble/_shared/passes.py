@@ -13,6 +13,9 @@ loop over the heads' attention (intervals, attention weights), goes through
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from dataclasses import dataclass
+from typing import Any
+
 from nwensemble._shared.attention import chunk_rows
 from nwensemble._shared.backend import device
 
@@ -20,12 +23,12 @@ from nwensemble._shared.backend import device
 def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
     """Unnormalised attention of query blocks on the keys, head by head.
 
-    Yields ``(rows, h, E, num, fallback)`` for each block of query rows and
-    each head: ``E`` (m, n) is head ``h``'s unnormalised attention (its buffer
-    is reused by the next head and block, so consume it before advancing),
-    ``num = E @ [Y, 1]`` (m, t + 1), whose last column holds the row sums, and
-    ``fallback`` the boolean (m,) mask of queries whose compact support was
-    empty (they attend to their nearest row only), or None when there were none.
+    Yields a ``HeadBlock`` for each block of query rows and each head: its
+    ``E`` (m, n) is head ``h``'s unnormalised attention (the buffer is
+    reused by the next head and block, so consume it before advancing) and
+    ``num`` the attention's sums of the readout's columns (``E @ [Y, 1]``
+    for the local constant; see ``readout``), whose last column holds the
+    row sums.
 
     With ``loo_rows`` (an integer array) the queries are those rows of the
     keys (``Q`` is ignored), each leaving itself out.
@@ -35,10 +38,14 @@ def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
     number of queries.
     """
     xp, kernel, Z, Y = keys.xp, keys.kernel, keys.Z, keys.Y
-    ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
-    Y_aug = xp.concat([Y, ones], axis=1)
+    readout = keys.readout
     head_keys = [
         kernel.keys(keys.head(h), keys.log_sw, xp=xp) for h in range(keys.n_heads)
+    ]
+    shared = readout.columns(Y, None, xp=xp) if readout.is_constant else None
+    columns = [
+        shared if shared is not None else readout.columns(Y, keys.head(h), xp=xp)
+        for h in range(keys.n_heads)
     ]
     d = keys.head_dim
     m = Q.shape[0] if loo_rows is None else loo_rows.shape[0]
@@ -57,13 +64,57 @@ def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
                 Qb[:, cols],
                 Z[:, cols],
                 head_keys[h],
-                Y_aug,
+                columns[h],
                 xp=xp,
                 exclude=exclude,
                 workspace=workspace,
                 exact_zeros=False,
             )
-            yield rows, h, E, num, fallback
+            yield HeadBlock(rows, h, E, num, fallback, Qb[:, cols], keys)
+
+
+@dataclass(frozen=True, eq=False)
+class HeadBlock:
+    """One head's attention for a block of queries.
+
+    Attributes
+    ----------
+    rows : slice
+        The block's query rows.
+    h : int
+        The head.
+    E : array of shape (m, n)
+        The unnormalised attention (see ``iter_head_attention``).
+    num : array of shape (m, k)
+        The attention's sums of the readout's columns; last column the row
+        sums.
+    fallback : array of shape (m,) or None
+        Queries whose compact support was empty (they attend to their
+        nearest row only), or None when there were none.
+    Qh : array of shape (m, head_dim)
+        The queries in the head's subspace.
+    keys : Keys
+        The keys attended to.
+    """
+
+    rows: Any
+    h: int
+    E: Any
+    num: Any
+    fallback: Any
+    Qh: Any
+    keys: Any
+
+    def estimate(self):
+        """The head's estimates (m, t), as its readout reads them."""
+        return self.keys.readout.estimate(self.num, self.Qh, xp=self.keys.xp)
+
+    def weights(self):
+        """The normalised weights (m, n) of the head's estimate on the keys."""
+        keys = self.keys
+        return keys.readout.weights(
+            self.E, self.num, self.Qh, keys.head(self.h), xp=keys.xp
+        )
 
 
 def add(total, part):
@@ -86,18 +137,17 @@ def over_heads(Q, keys, per_head, *, combine=add, n_blocks=2, loo_rows=None):
     """For each block of queries, what the heads' attention gives there.
 
     Yields ``(rows, total)`` per block, ``total`` the results of
-    ``per_head(h, E, num, fallback)`` (see ``iter_head_attention``) over the
-    heads in order, folded by ``combine(total, part)`` from ``total=None``:
-    ``add`` sums them (tuples elementwise; a head that returns None is
-    skipped), ``append`` lists them.
+    ``per_head(block)`` (a ``HeadBlock``) over the heads in order, folded by
+    ``combine(total, part)`` from ``total=None``: ``add`` sums them (tuples
+    elementwise; a head that returns None is skipped), ``append`` lists
+    them.
     """
     total = None
-    for rows, h, E, num, fallback in iter_head_attention(
-        Q, keys, n_blocks=n_blocks, loo_rows=loo_rows
-    ):
-        total = combine(None if h == 0 else total, per_head(h, E, num, fallback))
+    for block in iter_head_attention(Q, keys, n_blocks=n_blocks, loo_rows=loo_rows):
+        h = block.h
+        total = combine(None if h == 0 else total, per_head(block))
         if h == keys.n_heads - 1:
-            yield rows, total
+            yield block.rows, total
 
 
 def uniform_or(head_weights, n_heads):
@@ -127,9 +177,9 @@ class BlockPasses:
         alpha = uniform_or(head_weights, keys.n_heads)
         several = keys.n_heads > 1
 
-        def estimate(h, E, num, fallback):
-            est = num[:, :-1] / num[:, -1:]
-            return alpha[h] * est if several else est
+        def estimate(block):
+            est = block.estimate()
+            return alpha[block.h] * est if several else est
 
         blocks = [total for _, total in over_heads(Q, keys, estimate)]
         return concat_rows(blocks, xp=keys.xp)
@@ -147,9 +197,9 @@ class BlockPasses:
         xp = keys.xp
         alpha = uniform_or(head_weights, keys.n_heads)
 
-        def estimate_and_weights(h, E, num, fallback):
-            s = num[:, -1:]
-            return alpha[h] * (num[:, :-1] / s), (alpha[h] / s) * E
+        def estimate_and_weights(block):
+            a = alpha[block.h]
+            return a * block.estimate(), a * block.weights()
 
         preds, sq = [], []
         for _, (est, V) in over_heads(
@@ -170,10 +220,12 @@ class BlockPasses:
         keys = self.keys
         xp = keys.xp
 
-        def estimate(h, E, num, fell):
+        def estimate(block):
+            fell = block.fallback
             if fell is None:
-                fell = xp.zeros(num.shape[0], dtype=xp.bool, device=device(num))
-            return num[:, :-1] / num[:, -1:], fell
+                m = block.num.shape[0]
+                fell = xp.zeros(m, dtype=xp.bool, device=device(block.num))
+            return block.estimate(), fell
 
         heads = [[] for _ in range(keys.n_heads)]
         empty = [[] for _ in range(keys.n_heads)]

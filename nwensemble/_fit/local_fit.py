@@ -1,0 +1,105 @@
+"""The heads' readout, chosen after the fit by the leave-one-out error of
+the training rows: the weighted mean, or a local-linear fit with a ridge
+from a grid of decades (see ``readout``)."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import dataclasses
+
+import numpy as np
+
+from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.passes import concat_rows, iter_head_attention
+from nwensemble._shared.readout import CONSTANT, Readout, target_range
+from nwensemble._shared.scaling import power_of_two_scale
+
+# The local-linear ridges tried, relative to the neighbourhood's spread:
+# from a nearly free line to one held nearly flat.
+RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+
+
+def candidates(local_fit, keys):
+    """The readouts ``local_fit`` chooses among for ``keys`` (a ``Keys``)."""
+    if local_fit == "constant" or (local_fit == "auto" and keys.kernel.compact):
+        return [CONSTANT]
+    xp = keys.xp
+    low, high = target_range(keys.Y, xp.exp(keys.log_sw), xp=xp)
+    lines = [Readout(ridge, low, high) for ridge in RIDGES]
+    return lines + [CONSTANT] if local_fit == "auto" else lines
+
+
+def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None):
+    """The readout of ``local_fit`` for ``keys``, and every head's
+    leave-one-out estimates (n_heads, m, t) of the training ``rows`` (an
+    integer array of the namespace) under it, with the boolean (n_heads, m)
+    array of those whose compact support was empty.
+
+    Every candidate reads the same attention sums, taken in one pass: the
+    choice costs one leave-one-out pass over ``rows`` whatever the number
+    of candidates. The uniform mean of the heads is scored by its weighted
+    squared error (weights ``sw_rows``, a NumPy array, each output relative
+    to its variance), on the positions ``scored`` of ``rows`` (all when
+    None); the least error chooses.
+    """
+    options = candidates(local_fit, keys)
+    if len(options) == 1:
+        heads, fallback = keys.passes().head_estimates(
+            None, loo_rows=rows, fallback=True
+        )
+        return options[0], heads, fallback
+    xp = keys.xp
+    probe = dataclasses.replace(keys, readout=options[0])
+    nums, queries, fell = _head_sums(probe, rows)
+    Y_rows = xp.take(keys.Y, rows, axis=0)
+    t = Y_rows.shape[1]
+    sw = np.asarray(sw_rows, dtype=np.float64)
+    if scored is not None:
+        inside = np.isin(np.arange(sw.shape[0]), scored)
+        if (sw[inside] > 0).any():
+            sw = np.where(inside, sw, 0.0)
+    sw = sw / sw.sum()
+    # Errors in units of a power of two of the targets: exact, and their
+    # squares stay finite at any scale.
+    Y_np = to_numpy(Y_rows).astype(np.float64)
+    scale = power_of_two_scale(Y_np)
+    Y_np = Y_np / scale
+    var = sw @ (Y_np - sw @ Y_np) ** 2
+    var = np.where(var > 0, var, 1.0)
+    best = None
+    for readout in options:
+        heads = xp.stack(
+            [_estimate(readout, num, Qh, t, xp=xp) for num, Qh in zip(nums, queries)]
+        )
+        mean = to_numpy(xp.mean(heads, axis=0)).astype(np.float64) / scale
+        error = float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1))
+        if best is None or error < best[0]:
+            best = (error, readout, heads)
+    return best[1], best[2], fell
+
+
+def _estimate(readout, num, Qh, t, *, xp):
+    """``readout``'s estimates from the local-linear layout's sums ``num``."""
+    if readout.is_constant:
+        return num[:, :t] / num[:, -1:]
+    return readout.estimate(num, Qh, xp=xp)
+
+
+def _head_sums(keys, rows):
+    """Per head, the attention sums (m, k) of the leave-one-out rows ``rows``
+    and their coordinates (m, d) in the head's subspace, with the boolean
+    (n_heads, m) fallback mask."""
+    xp = keys.xp
+    H = keys.n_heads
+    nums, queries, fell = ([[] for _ in range(H)] for _ in range(3))
+    for block in iter_head_attention(None, keys, loo_rows=rows):
+        nums[block.h].append(block.num)
+        queries[block.h].append(block.Qh)
+        mask = block.fallback
+        if mask is None:
+            m = block.num.shape[0]
+            mask = xp.zeros(m, dtype=xp.bool, device=device(block.num))
+        fell[block.h].append(mask)
+    nums = [concat_rows(parts, xp=xp) for parts in nums]
+    queries = [concat_rows(parts, xp=xp) for parts in queries]
+    return nums, queries, xp.stack([concat_rows(parts, xp=xp) for parts in fell])

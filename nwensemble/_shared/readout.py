@@ -1,0 +1,242 @@
+"""How a head reads its estimate out of its attention: the attention-weighted
+mean of the targets (local constant: Nadaraya-Watson), or the value at the
+query of a weighted least-squares line through the targets in the head's
+subspace, under the same weights (local linear).
+
+A pass hands a head's readout the attention-weighted sums of key-side
+columns (``columns``; the weights themselves never need to be kept) and
+the query's coordinates in the head's subspace. The local-linear readout
+fits, per query, ``y ~ a + b . (z - zbar)`` under the normalised weights
+``w``: with ``C`` the weighted covariance of the keys ``z`` around their
+weighted mean ``zbar`` and ``c`` their weighted covariance with ``y``, the
+slope is ``b = (C + ridge * s I)^-1 c`` and the estimate ``ybar + b . (q -
+zbar)``. The ridge is relative to ``s = trace(E_w[(z - q)(z - q)^T]) / d``,
+the mean squared distance of the weighted keys from the query, so it is
+free of the subspace's scale and holds the slope back most where the query
+lies off its neighbours' centre (at the edge of the data). The estimate is
+still linear in the targets, with the weights ``w_i (1 + g . (z_i -
+zbar))``, ``g = (C + ridge * s I)^-1 (q - zbar)``: they sum to one but can
+be negative, so every head's estimate is clipped to the training targets'
+range.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nwensemble._shared.backend import device
+
+# A head whose normalised weight on a left-out row is within this of what
+# the line's leverage allows leaves nothing to refit: its left-out estimate
+# is then taken as its estimate.
+_ALL_WEIGHT = 1e-6
+# Added to the ridge's scale, relative to the keys' mean square, so that a
+# query sitting on its only neighbour still has a definite (flat) line.
+_SCALE_FLOOR = 1e-10
+
+
+@dataclass(frozen=True, eq=False)
+class Readout:
+    """A head's readout.
+
+    Attributes
+    ----------
+    ridge : float
+        The local-linear fit's ridge, relative to the local spread (see the
+        module's notes); ``inf`` reads the weighted mean (local constant).
+    low, high : array of shape (n_outputs,) or None
+        The training targets' range, which every local-linear estimate is
+        clipped to (None for the local constant, which cannot leave it).
+    """
+
+    ridge: float = math.inf
+    low: Any = None
+    high: Any = None
+
+    @property
+    def is_constant(self):
+        """Whether the readout is the weighted mean."""
+        return math.isinf(self.ridge)
+
+    # ------------------------------------------------------------ pass side
+    def columns(self, Y, Zh, *, xp):
+        """The key-side columns (n, k) whose attention-weighted sums the
+        readout needs, for targets ``Y`` (n, t) and keys ``Zh`` (n, d) of one
+        head: ``[Y, 1]`` for the local constant, ``[Y, Zh, Y * Zh, vech(Zh
+        Zh^T), 1]`` for the local linear. The last column is ones (its sum
+        is the attention's row sum) and the first ``t`` are ``Y``."""
+        ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
+        if self.is_constant:
+            return xp.concat([Y, ones], axis=1)
+        d, t = Zh.shape[1], Y.shape[1]
+        iu, ju = (xp.asarray(a, device=device(Y)) for a in np.triu_indices(d))
+        Yc = Y - self._center(xp=xp)
+        yz = [Yc[:, j : j + 1] * Zh for j in range(t)]
+        zz = xp.take(Zh, iu, axis=1) * xp.take(Zh, ju, axis=1)
+        return xp.concat([Y, Zh, *yz, zz, ones], axis=1)
+
+    def estimate(self, num, Qh, *, xp):
+        """The head's estimates (m, t) from ``num`` (m, k), the attention's
+        sums of ``columns``, at the queries ``Qh`` (m, d)."""
+        t = self._n_outputs(num.shape[1], Qh.shape[1])
+        ybar = num[:, :t] / num[:, -1:]
+        if self.is_constant:
+            return ybar
+        fit = self._fit(num, Qh, xp=xp)
+        return self._clip(fit.estimate, xp=xp)
+
+    def weights(self, E, num, Qh, Zh, *, xp):
+        """The normalised weights (m, n) with which the head's estimate
+        averages the keys' targets (the attention ``E`` (m, n), unnormalised,
+        for the local constant); before the clip."""
+        s = num[:, -1:]
+        if self.is_constant:
+            return E / s
+        fit = self._fit(num, Qh, xp=xp)
+        return (E / s) * (fit.offset[:, None] + _dot_keys(fit.g, Zh, xp=xp))
+
+    def left_out(self, E, num, Qh, Zh, Y, rows, *, xp):
+        """The head's estimates (m, t) and, for each of the keys ``rows``
+        (c,), its estimates without that key (m, c, t): the weighted fit
+        refitted on the other keys (the ridge's scale held), by the rank-one
+        update of its normal equations. ``Zh`` (c, d) and ``Y`` (c, t) are
+        those keys' coordinates and targets."""
+        w = xp.take(E, rows, axis=1) / num[:, -1:]  # (m, c)
+        if self.is_constant:
+            est = self.estimate(num, Qh, xp=xp)
+            keep = 1.0 - w
+            safe = keep > _ALL_WEIGHT
+            denom = xp.where(safe, keep, xp.ones_like(keep))
+            moved = (est[:, None, :] - w[:, :, None] * Y[None, :, :]) / denom[
+                :, :, None
+            ]
+            return est, xp.where(safe[:, :, None], moved, est[:, None, :])
+        fit = self._fit(num, Qh, xp=xp)
+        est = fit.estimate
+        Zc = Zh[None, :, :] - fit.zbar[:, None, :]  # (m, c, d)
+        # The local line's residual at each key, the key's leverage and its
+        # share of the estimate, all per query.
+        residual = Y[None, :, :] - fit.ybar[:, None, :] - xp.matmul(Zc, fit.slope)
+        G = xp.astype(xp.linalg.inv(fit.A), Zc.dtype)
+        lever = 1.0 + xp.sum(xp.matmul(Zc, G) * Zc, axis=2)
+        share = w * (fit.offset[:, None] + _dot_keys(fit.g, Zh, xp=xp))
+        keep = 1.0 - w * lever
+        safe = keep > _ALL_WEIGHT
+        denom = xp.where(safe, keep, xp.ones_like(keep))
+        moved = est[:, None, :] - (share / denom)[:, :, None] * residual
+        left = xp.where(safe[:, :, None], moved, est[:, None, :])
+        return self._clip(est, xp=xp), self._clip(left, xp=xp)
+
+    # ------------------------------------------------------------- internals
+    def _n_outputs(self, k, d):
+        """Number of targets ``t`` behind ``k`` columns of ``d``-dim keys."""
+        if self.is_constant:
+            return k - 1
+        return (k - 1 - d - d * (d + 1) // 2) // (d + 1)
+
+    def _center(self, *, xp):
+        """The targets' mid-range (0 without a range), taken off ``Y`` in
+        the ``Y * Zh`` columns so that their sums keep the digits of the
+        local covariance in float32."""
+        if self.low is None:
+            return 0.0
+        return (self.low + self.high) / 2
+
+    def _clip(self, values, *, xp):
+        if self.low is None:
+            return values
+        return xp.clip(values, self.low, self.high)
+
+    def _fit(self, num, Qh, *, xp):
+        """The local lines at the queries (``_LocalLines``), in float64."""
+        dtype = num.dtype
+        num = xp.astype(num, xp.float64)
+        q = xp.astype(Qh, xp.float64)
+        m, d = q.shape
+        t = self._n_outputs(num.shape[1], d)
+        mean = num[:, :-1] / num[:, -1:]
+        ybar = mean[:, :t]
+        zbar = mean[:, t : t + d]
+        yz = xp.reshape(mean[:, t + d : t + d + t * d], (m, t, d))
+        zz = _unpack_symmetric(mean[:, t + d + t * d :], d, xp=xp)
+        cov = zz - zbar[:, :, None] * zbar[:, None, :]
+        ybar_c = ybar
+        if self.low is not None:
+            ybar_c = ybar - xp.astype(self._center(xp=xp), xp.float64)
+        cross = yz - ybar_c[:, :, None] * zbar[:, None, :]  # (m, t, d)
+        off = q - zbar
+        # trace(E_w[(z - q)(z - q)^T]) = trace(cov) + |q - zbar|^2
+        spread = (_trace(cov, xp=xp) + xp.sum(off * off, axis=1)) / d
+        floor = _SCALE_FLOOR * (1.0 + _trace(zz, xp=xp) / d)
+        eye = xp.eye(d, dtype=xp.float64, device=device(num))
+        A = cov + (self.ridge * spread + floor)[:, None, None] * eye[None, :, :]
+        rhs = xp.concat([xp.permute_dims(cross, (0, 2, 1)), off[:, :, None]], axis=2)
+        sol = xp.linalg.solve(A, rhs)  # (m, d, t + 1)
+        slope = sol[:, :, :t]
+        g = sol[:, :, t]
+        estimate = ybar + xp.sum(off[:, :, None] * slope, axis=1)
+        return _LocalLines(
+            estimate=xp.astype(estimate, dtype),
+            ybar=xp.astype(ybar, dtype),
+            zbar=xp.astype(zbar, dtype),
+            slope=xp.astype(slope, dtype),
+            g=xp.astype(g, dtype),
+            offset=xp.astype(1.0 - xp.sum(g * zbar, axis=1), dtype),
+            A=A,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class _LocalLines:
+    """Per query: the estimate (m, t), the weighted means ``ybar`` (m, t)
+    and ``zbar`` (m, d), the slopes (m, d, t), ``g = G (q - zbar)`` (m, d)
+    with ``G`` the inverse of ``A`` (m, d, d, float64), the ridged
+    covariance, and ``offset = 1 - g . zbar`` (m,), so that key ``i``'s
+    share of the estimate is ``w_i (offset + g . z_i)``."""
+
+    estimate: Any
+    ybar: Any
+    zbar: Any
+    slope: Any
+    g: Any
+    offset: Any
+    A: Any
+
+
+def _dot_keys(g, Zh, *, xp):
+    """``g @ Zh^T``: (m, d) by (n, d) to (m, n)."""
+    return xp.matmul(g, xp.permute_dims(Zh, (1, 0)))
+
+
+def _trace(M, *, xp):
+    """Traces of a stack of square matrices (m, d, d)."""
+    d = M.shape[1]
+    return xp.sum(xp.reshape(M, (M.shape[0], d * d))[:, :: d + 1], axis=1)
+
+
+def _unpack_symmetric(packed, d, *, xp):
+    """The (m, d, d) symmetric matrices from their upper triangles (m, d (d +
+    1) / 2) in ``np.triu_indices`` order."""
+    iu, ju = np.triu_indices(d)
+    full = np.empty((d, d), dtype=np.int64)
+    full[iu, ju] = np.arange(iu.shape[0])
+    full[ju, iu] = full[iu, ju]
+    idx = xp.asarray(full.reshape(-1), device=device(packed))
+    return xp.reshape(xp.take(packed, idx, axis=1), (packed.shape[0], d, d))
+
+
+CONSTANT = Readout()
+
+
+def target_range(Y, sw, *, xp):
+    """``(low, high)`` (t,) of the targets of the rows with positive weight."""
+    positive = sw > 0
+    inf = xp.asarray(math.inf, dtype=Y.dtype, device=device(Y))
+    low = xp.min(xp.where(positive[:, None], Y, inf), axis=0)
+    high = xp.max(xp.where(positive[:, None], Y, -inf), axis=0)
+    return low, high

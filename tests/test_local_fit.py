@@ -1,0 +1,117 @@
+"""The readout chosen after the fit: candidates and the leave-one-out choice."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._fit.local_fit import RIDGES, candidates, choose_readout
+from nwensemble._shared.kernels import resolve_kernel
+from nwensemble._shared.keys import Keys
+
+
+def _keys(Z, y, kernel="softmax"):
+    return Keys.of(
+        Z,
+        y[:, None],
+        np.full(len(y), 1.0 / len(y)),
+        kernel=resolve_kernel(kernel),
+        n_heads=1,
+    )
+
+
+def test_candidates_follow_local_fit_and_kernel():
+    rng = np.random.default_rng(0)
+    keys = _keys(rng.normal(size=(20, 2)), rng.normal(size=20))
+    assert [c.ridge for c in candidates("constant", keys)] == [math.inf]
+    assert [c.ridge for c in candidates("linear", keys)] == list(RIDGES)
+    assert [c.ridge for c in candidates("auto", keys)] == [*RIDGES, math.inf]
+    compact = _keys(keys.Z, rng.normal(size=20), kernel="epanechnikov")
+    assert [c.ridge for c in candidates("auto", compact)] == [math.inf]
+    assert [c.ridge for c in candidates("linear", compact)] == list(RIDGES)
+
+
+def test_a_plane_chooses_a_free_line_and_noise_a_stiff_one():
+    rng = np.random.default_rng(1)
+    Z = rng.uniform(-3, 3, size=(300, 2))
+    rows = np.arange(300)
+    sw = np.full(300, 1.0 / 300)
+    plane = 2.0 * Z[:, 0] - Z[:, 1]
+    readout, heads, fallback = choose_readout(_keys(Z, plane), rows, sw, "auto")
+    assert readout.ridge == RIDGES[0]
+    assert heads.shape == (1, 300, 1) and not fallback.any()
+    # Leave-one-out residuals of the chosen line are those of a near-exact fit.
+    assert np.abs(heads[0, :, 0] - plane).max() < 0.05 * np.ptp(plane)
+    noise = rng.normal(size=300)
+    readout, _, _ = choose_readout(_keys(Z, noise), rows, sw, "auto")
+    assert readout.ridge >= 1.0
+
+
+def test_only_the_scored_rows_count():
+    """A line where the target is a line, a stiff one (or the mean) where it
+    is noise: scoring either region alone decides."""
+    rng = np.random.default_rng(2)
+    Z = np.sort(rng.uniform(-6, 6, size=(400, 1)), axis=0)
+    left = Z[:, 0] < 0
+    y = np.where(left, 3.0 * Z[:, 0], rng.normal(size=400))
+    rows, sw = np.arange(400), np.full(400, 1.0 / 400)
+    keys = _keys(Z, y)
+    on_line = choose_readout(keys, rows, sw, "auto", scored=np.flatnonzero(left))
+    on_noise = choose_readout(keys, rows, sw, "auto", scored=np.flatnonzero(~left))
+    assert on_line[0].ridge < on_noise[0].ridge
+
+
+@pytest.mark.parametrize("Estimator", [NWAttentionRegressor, MultiHeadNWRegressor])
+def test_local_ridge_reports_the_readout(Estimator):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(150, 3))
+    y = 4.0 * X[:, 0] + np.sin(3 * X[:, 1])
+    kw = dict(max_iter=5, random_state=0)
+    if Estimator is MultiHeadNWRegressor:
+        kw.update(n_heads=2, bvc_resamples=0)
+    constant = Estimator(local_fit="constant", **kw).fit(X, y)
+    linear = Estimator(local_fit="linear", **kw).fit(X, y)
+    assert constant.local_ridge_ == math.inf
+    assert linear.local_ridge_ in RIDGES
+    # A steep feature: the line removes the weighted mean's bias at the edges.
+    Xq = rng.uniform(-1, 1, size=(300, 3))
+    yq = 4.0 * Xq[:, 0] + np.sin(3 * Xq[:, 1])
+    errors = [np.mean((m.predict(Xq) - yq) ** 2) for m in (constant, linear)]
+    assert errors[1] < 0.8 * errors[0]
+
+
+def test_unknown_local_fit_is_refused():
+    X, y = np.random.default_rng(4).normal(size=(20, 2)), np.arange(20.0)
+    with pytest.raises(InvalidParameterError, match="local_fit"):
+        NWAttentionRegressor(local_fit="quadratic").fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_local_lines_in_every_namespace(ns):
+    """Fit, predict, standard errors, intervals and weights of the lines run
+    in the input's namespace and on its device, and agree with NumPy."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(120, 3))
+    y = 4.0 * X[:, 0] + np.sin(3 * X[:, 1]) + 0.1 * rng.normal(size=120)
+    Xq = X[:9] + 0.03
+    kw = dict(n_heads=2, head_dim=2, max_iter=3, local_fit="linear", random_state=0)
+
+    def run(space):
+        with space.context():
+            model = MultiHeadNWRegressor(**kw).fit(space.asarray(X), space.asarray(y))
+            Q = space.asarray(Xq)
+            pred, std = model.predict(Q, return_std=True)
+            _, bounds = model.predict_interval(Q)
+            weights = model.attention_weights(Q)
+        outs = [pred, std, bounds, weights]
+        return model.local_ridge_, [space.check_output(o) for o in outs]
+
+    ridge, got = run(ns)
+    from conftest import Namespace
+
+    ridge_np, expected = run(Namespace("numpy"))
+    assert ridge == ridge_np
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
