@@ -48,5 +48,6 @@ def test_dask_recipe_equals_local_prediction():
     # The frame's partitions are the same five blocks of 1000 rows.
     assert_array_equal(scope["y_frame"].to_numpy(), scope["y_pred"])
     assert_array_equal(scope["y_frame"].index, np.arange(5000))
-    # One call over all queries differs from the blocks' by rounding only.
-    assert_allclose(scope["y_pred"], model.predict(X[1000:]), rtol=1e-12)
+    # One call over all queries differs from the blocks' by rounding only; the
+    # local-linear readout's per-query solve can amplify it a few hundred ulps.
+    assert_allclose(scope["y_pred"], model.predict(X[1000:]), rtol=1e-10)
