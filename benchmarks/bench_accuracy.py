@@ -15,31 +15,41 @@ the hour rather than predicting. Every model sees the same folds.
 ``--splits`` of each set, default 10), against the published results in
 that folder's README.
 
-Models (``--models`` picks; the first two are not run by default):
-``MultiHeadNW`` (``MultiHeadNWRegressor()``, the recommended default),
-``NWAttention``, ``HeadAllocator``, ``HistGradientBoosting``, ``CatBoost``
+Models (``--models`` picks; the last two are not run by default):
+``HeadAllocator`` (``HeadAllocator()``, the README's recommended start),
+``MultiHeadNW`` (``MultiHeadNWRegressor()``), ``NWAttention``
+(``NWAttentionRegressor()``), ``HistGradientBoosting``, ``CatBoost``
 (``CatBoostRegressor(random_seed=0, verbose=0)``; the benchmark extra
 installs it), and the levers' baselines ``MultiHeadNW (local constant)``
 and ``NWAttention (local constant)`` (``local_fit='constant'``).
 
 Prints per set the mean RMSE over folds and the median fit time of every
 model, then every model's geometric-mean RMSE ratio to HistGradientBoosting
-and to CatBoost, and the largest ratio of the recommended default's fit
-time to HistGradientBoosting's. State the CPU (``lscpu``) beside the
+and to CatBoost, and the median and largest ratio of each of our models'
+fit time to HistGradientBoosting's. State the CPU (``lscpu``) beside the
 times.
 
+``--variant NAME=VALUE ...`` adds ``MultiHeadNWRegressor(random_state=0,
+NAME=VALUE)`` for each (``VALUE`` a Python literal), the levers' table's
+candidates: ``--models MultiHeadNW --variant "init='identity'"
+"head_weights='optimal'"``. ``--friedman`` adds Friedman #1 with 16
+features (5 informative, 2000 rows, noise 1) to the cv part.
+
 Run: ``python benchmarks/bench_accuracy.py [--part cv|uci] [--sets ...]
-[--models ...] [--markdown results.md]``
+[--models ...] [--variant ...] [--friedman] [--markdown results.md]``
 """
 
 import argparse
+import ast
 import glob
+import itertools
 import os
 import sys
 import time
 import warnings
 
 import numpy as np
+from sklearn.datasets import make_friedman1
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GroupKFold, KFold
@@ -53,10 +63,11 @@ from nwensemble import (  # noqa: E402
     NWAttentionRegressor,
 )
 
-RECOMMENDED = "MultiHeadNW"
+RECOMMENDED = "HeadAllocator"
 HGB = "HistGradientBoosting"
 CATBOOST = "CatBoost"
-DEFAULT_MODELS = [RECOMMENDED, "NWAttention", "HeadAllocator", HGB, CATBOOST]
+OURS = [RECOMMENDED, "MultiHeadNW", "NWAttention"]
+DEFAULT_MODELS = [*OURS, HGB, CATBOOST]
 
 # First data row (0-based) of each of the 42 patients, from the MANIFEST.
 PARKINSONS_PATIENTS = [
@@ -79,11 +90,14 @@ PUBLISHED_BEST = {
 
 def make_model(name):
     """A fresh, unfitted model by name."""
-    if name == RECOMMENDED:
+    if name.startswith("MultiHeadNW (") and "=" in name:
+        key, value = name[len("MultiHeadNW (") : -1].split("=", 1)
+        return MultiHeadNWRegressor(random_state=0, **{key: ast.literal_eval(value)})
+    if name == "MultiHeadNW":
         return MultiHeadNWRegressor(random_state=0)
     if name == "NWAttention":
         return NWAttentionRegressor(random_state=0)
-    if name == "HeadAllocator":
+    if name == RECOMMENDED:
         return HeadAllocator(MultiHeadNWRegressor(random_state=0))
     if name == "MultiHeadNW (local constant)":
         return MultiHeadNWRegressor(random_state=0, local_fit="constant")
@@ -108,6 +122,14 @@ MODELS = [
     "MultiHeadNW (local constant)",
     "NWAttention (local constant)",
 ]
+
+
+def friedman_set():
+    """Friedman #1 with 11 noise features, as ``numeric_sets`` yields it."""
+    X, y = make_friedman1(2000, 16, noise=1.0, random_state=0)
+    folds = list(KFold(5, shuffle=True, random_state=0).split(X))
+    how = "KFold(5, shuffle=True, random_state=0)"
+    return "friedman1_16_features", X, y, folds, how
 
 
 def numeric_sets(folder):
@@ -174,16 +196,21 @@ def main():
     parser.add_argument("--models", nargs="*", choices=MODELS, default=DEFAULT_MODELS)
     parser.add_argument("--sets", nargs="*", help="subset of set names")
     parser.add_argument("--splits", type=int, default=10, help="UCI splits to run")
+    parser.add_argument(
+        "--variant", nargs="*", default=[], help="MultiHeadNW with NAME=VALUE"
+    )
+    parser.add_argument("--friedman", action="store_true", help="add Friedman #1")
     parser.add_argument("--markdown", help="also write the tables to this file")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
-    names = list(args.models)
-    sets = (
-        numeric_sets(args.data)
-        if args.part == "cv"
-        else uci_sets(args.data, args.splits)
-    )
+    names = list(args.models) + [f"MultiHeadNW ({v})" for v in args.variant]
+    if args.part == "cv":
+        sets = numeric_sets(args.data)
+        if args.friedman:
+            sets = itertools.chain(sets, [friedman_set()])
+    else:
+        sets = uci_sets(args.data, args.splits)
     start_all = time.perf_counter()
     results = {}
     lines = [
@@ -220,12 +247,14 @@ def main():
         print(f"  {row[0]:<30}/HGB {row[1]:>7}   /CatBoost {row[2]:>7}")
         summary.append("| " + " | ".join(row) + " |")
     lines += summary
-    if RECOMMENDED in names and HGB in names and results:
-        ratio = {s: r[RECOMMENDED][1] / r[HGB][1] for s, r in results.items()}
+    for ours in [n for n in names if n not in (HGB, CATBOOST)]:
+        if HGB not in names or not results:
+            break
+        ratio = {s: r[ours][1] / r[HGB][1] for s, r in results.items()}
         worst = max(ratio, key=ratio.get)
         median = float(np.median(list(ratio.values())))
         text = (
-            f"fit time of {RECOMMENDED} / {HGB}: median {median:.1f}x, "
+            f"fit time of {ours} / {HGB}: median {median:.1f}x, "
             f"largest {ratio[worst]:.1f}x ({worst})"
         )
         print(text)
