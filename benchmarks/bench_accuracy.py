@@ -227,7 +227,7 @@ def main():
             results[set_name][name] = (rmse, fit)
             se = rmse.std() / np.sqrt(len(rmse))
             print(
-                f"  {name:<30}RMSE {rmse.mean():>10.4f} ± {se:<8.4f}fit {fit:>8.2f} s",
+                f"  {name:<40}RMSE {rmse.mean():>10.4f} ± {se:<8.4f}fit {fit:>8.2f} s",
                 flush=True,
             )
         cells = [f"{r.mean():.4g} ({t:.1f} s)" for r, t in results[set_name].values()]
@@ -244,7 +244,7 @@ def main():
                 if ref in r
             ]
             row.append(f"{geo(ratios):.4f}" if ratios else "-")
-        print(f"  {row[0]:<30}/HGB {row[1]:>7}   /CatBoost {row[2]:>7}")
+        print(f"  {row[0]:<40}/HGB {row[1]:>7}   /CatBoost {row[2]:>7}")
         summary.append("| " + " | ".join(row) + " |")
     lines += summary
     for ours in [n for n in names if n not in (HGB, CATBOOST)]:
