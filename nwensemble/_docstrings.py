@@ -136,8 +136,10 @@ local_fit : {'auto', 'linear', 'constant'}, default='auto'
     training rows after the fit, and every head's estimate is clipped to
     the training targets' range. ``'auto'``: the weighted mean is one more
     candidate of that choice; a compact kernel keeps the weighted mean
-    (its radius search serves only that). The projections are learned for
-    the weighted mean either way; ``local_ridge_`` is the choice.""",
+    (its radius search serves only that), and so do heads of more than 32
+    dimensions (a line's sums grow as ``head_dim ** 2`` per training row).
+    The projections are learned for the weighted mean either way;
+    ``local_ridge_`` is the choice.""",
     "run": """\
 warm_start : bool, default=False
     If True and ``fit`` was called before, start from the previous

@@ -7,7 +7,12 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._fit.local_fit import RIDGES, candidates, choose_readout
+from nwensemble._fit.local_fit import (
+    MAX_LINE_DIM,
+    RIDGES,
+    candidates,
+    choose_readout,
+)
 from nwensemble._shared.kernels import resolve_kernel
 from nwensemble._shared.keys import Keys
 
@@ -31,6 +36,16 @@ def test_candidates_follow_local_fit_and_kernel():
     compact = _keys(keys.Z, rng.normal(size=20), kernel="epanechnikov")
     assert [c.ridge for c in candidates("auto", compact)] == [math.inf]
     assert [c.ridge for c in candidates("linear", compact)] == list(RIDGES)
+
+
+def test_auto_keeps_the_mean_for_wide_heads():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=20)
+    at_limit = _keys(rng.normal(size=(20, MAX_LINE_DIM)), y)
+    wide = _keys(rng.normal(size=(20, MAX_LINE_DIM + 1)), y)
+    assert len(candidates("auto", at_limit)) == len(RIDGES) + 1
+    assert [c.ridge for c in candidates("auto", wide)] == [math.inf]
+    assert [c.ridge for c in candidates("linear", wide)] == list(RIDGES)
 
 
 def test_a_plane_chooses_a_free_line_and_noise_a_stiff_one():

@@ -17,11 +17,17 @@ from nwensemble._shared.scaling import power_of_two_scale
 # The local-linear ridges tried, relative to the neighbourhood's spread:
 # from a nearly free line to one held nearly flat.
 RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+# 'auto' keeps the weighted mean for wider heads: a line's sums take
+# d (d + 1) / 2 columns per key, over 500 beyond 32 dimensions (a one-hot
+# table's head of a few hundred would need gigabytes and hours).
+MAX_LINE_DIM = 32
 
 
 def candidates(local_fit, keys):
     """The readouts ``local_fit`` chooses among for ``keys`` (a ``Keys``)."""
-    if local_fit == "constant" or (local_fit == "auto" and keys.kernel.compact):
+    if local_fit == "constant" or (
+        local_fit == "auto" and (keys.kernel.compact or keys.head_dim > MAX_LINE_DIM)
+    ):
         return [CONSTANT]
     xp = keys.xp
     low, high = target_range(keys.Y, xp.exp(keys.log_sw), xp=xp)
