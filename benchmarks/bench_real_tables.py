@@ -134,6 +134,12 @@ def make_models(frame, names):
         "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=0)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=0)),
+        "NWAttention (local constant)": lambda: NWAttentionRegressor(
+            random_state=0, local_fit="constant"
+        ),
+        "MultiHeadNW (local constant)": lambda: MultiHeadNWRegressor(
+            random_state=0, local_fit="constant"
+        ),
         "HGB": lambda: HGBOnCategories(categories),
         "CatBoost": CatBoostOnFrame,
     }

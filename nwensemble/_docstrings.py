@@ -137,7 +137,9 @@ local_fit : {'auto', 'linear', 'constant'}, default='auto'
     the training targets' range. ``'auto'``: the weighted mean is one more
     candidate of that choice; a compact kernel keeps the weighted mean
     (its radius search serves only that), and so do heads of more than 32
-    dimensions (a line's sums grow as ``head_dim ** 2`` per training row).
+    dimensions (a line's sums grow as ``head_dim ** 2`` per training row)
+    and tables with categorical features or missing values (rows of one
+    level share its embedding exactly; see the user guide).
     The projections are learned for the weighted mean either way;
     ``local_ridge_`` is the choice.""",
     "run": """\

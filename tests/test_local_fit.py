@@ -97,6 +97,27 @@ def test_local_ridge_reports_the_readout(Estimator):
     assert errors[1] < 0.8 * errors[0]
 
 
+@pytest.mark.parametrize("table", ["categorical", "missing"])
+def test_auto_keeps_the_mean_on_tables_with_embeddings(table):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, size=150)
+    y = 4.0 * x + rng.normal(scale=0.1, size=150)
+    frame = pd.DataFrame({"x": x, "z": rng.uniform(-1, 1, size=150)})
+    if table == "categorical":
+        frame["level"] = rng.choice(["a", "b", "c"], size=150)
+    else:
+        frame.loc[::7, "z"] = np.nan
+    kw = dict(max_iter=5, random_state=0)
+    auto = NWAttentionRegressor(**kw).fit(frame, y)
+    linear = NWAttentionRegressor(local_fit="linear", **kw).fit(frame, y)
+    assert auto.local_ridge_ == math.inf
+    assert linear.local_ridge_ in RIDGES
+    # The same rows without embeddings: a line through a linear target.
+    numeric = NWAttentionRegressor(**kw).fit(np.c_[x, rng.uniform(-1, 1, 150)], y)
+    assert numeric.local_ridge_ in RIDGES
+
+
 def test_unknown_local_fit_is_refused():
     X, y = np.random.default_rng(4).normal(size=(20, 2)), np.arange(20.0)
     with pytest.raises(InvalidParameterError, match="local_fit"):

@@ -154,8 +154,14 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = _original_rows(fitted.heldout, merged_group, duplicates)
     start = time.perf_counter()
+    # Rows that share a level (or a missing cell) share its embedding's
+    # position exactly, as copies share theirs: a line through such ties
+    # scored better by leave-one-out than it predicted on the mixed tables.
+    local_fit = config.local_fit
+    if local_fit == "auto" and features.codes is not None:
+        local_fit = "constant"
     loo, keys = _leave_one_out(
-        keys, sw, heldout, config.local_fit, duplicates=duplicates, rng=rng
+        keys, sw, heldout, local_fit, duplicates=duplicates, rng=rng
     )
     config.progress(
         f"leave-one-out statistics on {loo.residuals.shape[1]} rows, "
