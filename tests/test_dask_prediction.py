@@ -49,5 +49,5 @@ def test_dask_recipe_equals_local_prediction():
     assert_array_equal(scope["y_frame"].to_numpy(), scope["y_pred"])
     assert_array_equal(scope["y_frame"].index, np.arange(5000))
     # One call over all queries differs from the blocks' by rounding only; the
-    # local-linear readout's per-query solve can amplify it a few hundred ulps.
+    # local-linear readout's per-query solve can amplify it to ~1e-12.
     assert_allclose(scope["y_pred"], model.predict(X[1000:]), rtol=1e-10)

@@ -154,14 +154,14 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = _original_rows(fitted.heldout, merged_group, duplicates)
     start = time.perf_counter()
-    # Rows that share a level (or a missing cell) share its embedding's
-    # position exactly, as copies share theirs: a line through such ties
-    # scored better by leave-one-out than it predicted on the mixed tables.
-    local_fit = config.local_fit
-    if local_fit == "auto" and features.codes is not None:
-        local_fit = "constant"
     loo, keys = _leave_one_out(
-        keys, sw, heldout, local_fit, duplicates=duplicates, rng=rng
+        keys,
+        sw,
+        heldout,
+        config.local_fit,
+        duplicates=duplicates,
+        embeddings=features.codes is not None,
+        rng=rng,
     )
     config.progress(
         f"leave-one-out statistics on {loo.residuals.shape[1]} rows, "
@@ -180,7 +180,7 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     )
 
 
-def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, rng):
+def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, embeddings, rng):
     """The heads' leave-one-out residuals (see ``LeaveOneOut``) and the keys
     with the readout ``local_fit`` chooses by them (see ``local_fit``),
     scored on the rows held out of the projections' fit where there are
@@ -199,7 +199,7 @@ def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, rng):
     rows = xp.asarray(rows_np, device=device(keys.Z))
     scored = _scored_rows(rows_np, heldout, duplicates)
     readout, heads, fallback = choose_readout(
-        keys, rows, sw_np[rows_np], local_fit, scored=scored
+        keys, rows, sw_np[rows_np], local_fit, scored=scored, embeddings=embeddings
     )
     counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
     Y_rows = xp.take(keys.Y, rows, axis=0)

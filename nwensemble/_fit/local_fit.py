@@ -18,16 +18,21 @@ from nwensemble._shared.scaling import power_of_two_scale
 # from a nearly free line to one held nearly flat.
 RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 # 'auto' keeps the weighted mean for wider heads: a line's sums take
-# d (d + 1) / 2 columns per key, over 500 beyond 32 dimensions (a one-hot
-# table's head of a few hundred would need gigabytes and hours).
+# d (d + 1) / 2 columns per key, which grow past the rows' own size.
 MAX_LINE_DIM = 32
 
 
-def candidates(local_fit, keys):
-    """The readouts ``local_fit`` chooses among for ``keys`` (a ``Keys``)."""
-    if local_fit == "constant" or (
-        local_fit == "auto" and (keys.kernel.compact or keys.head_dim > MAX_LINE_DIM)
-    ):
+def candidates(local_fit, keys, *, embeddings=False):
+    """The readouts ``local_fit`` chooses among for ``keys`` (a ``Keys``).
+
+    ``'auto'`` keeps the weighted mean for compact kernels (their radius
+    search serves only its sums), heads wider than ``MAX_LINE_DIM`` and
+    tables with ``embeddings`` (categorical levels, missing cells): rows of
+    one level share its position exactly, as copies share theirs, and
+    leave-one-out flatters a line through such ties.
+    """
+    keeps_mean = keys.kernel.compact or keys.head_dim > MAX_LINE_DIM or embeddings
+    if local_fit == "constant" or (local_fit == "auto" and keeps_mean):
         return [CONSTANT]
     xp = keys.xp
     low, high = target_range(keys.Y, xp.exp(keys.log_sw), xp=xp)
@@ -35,7 +40,7 @@ def candidates(local_fit, keys):
     return lines + [CONSTANT] if local_fit == "auto" else lines
 
 
-def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None):
+def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=False):
     """The readout of ``local_fit`` for ``keys``, and every head's
     leave-one-out estimates (n_heads, m, t) of the training ``rows`` (an
     integer array of the namespace) under it, with the boolean (n_heads, m)
@@ -46,9 +51,10 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None):
     of candidates. The uniform mean of the heads is scored by its weighted
     squared error (weights ``sw_rows``, a NumPy array, each output relative
     to its variance), on the positions ``scored`` of ``rows`` (all when
-    None); the least error chooses.
+    None); the least error chooses.  ``embeddings``: the table has categorical or
+    missing-value embeddings (see ``candidates``).
     """
-    options = candidates(local_fit, keys)
+    options = candidates(local_fit, keys, embeddings=embeddings)
     if len(options) == 1:
         heads, fallback = keys.passes().head_estimates(
             None, loo_rows=rows, fallback=True
