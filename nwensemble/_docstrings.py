@@ -42,12 +42,14 @@ categorical_features : 'from_dtype', array-like of int, str or bool, or None, \
     position in its subspace (an embedding: what a one-hot column times the
     projection would give, looked up instead of multiplied, so memory grows
     with the levels, not with rows times levels), starting from the level's
-    shrunk mean target. Levels seen in fewer than 5 training rows share one
+    mean target. Levels seen in fewer than 5 training rows share one
     "infrequent" embedding, which levels never seen in training also take;
     a missing value has an embedding of its own. A missing (NaN) value of a
-    numeric feature gets a learned position too, in place of the feature's
-    projection; a feature with no missing values in training puts one met
-    at prediction at its training mean. See the user guide's "Real tables".""",
+    numeric feature is filled with its conditional mean given the row's
+    observed numeric features, and gets a learned position too, added to
+    the filled value's projection; a feature with no missing values in
+    training fills one met at prediction the same way. See the user guide's
+    "Real tables".""",
     "optimisation": """\
 max_iter : int, default=200
     Maximum number of L-BFGS iterations per stage (epochs for
@@ -189,9 +191,10 @@ embeddings_ : list of arrays
 
 missing_embeddings_ : array of shape (n_heads, head_dim, `n_features_in_`) or None
     ((head_dim, `n_features_in_`) for one head) Where a missing value of a
-    numeric feature sits in each head, relative to a value at the training
-    mean: zero for features without missing values in training and for
-    categorical ones. None without a table.
+    numeric feature sits in each head, relative to a value at its
+    conditional mean given the row's observed numeric features (where the
+    value is first filled): zero for features without missing values in
+    training and for categorical ones. None without a table.
 
 duplicate_weight_ : float
     The blend's weight ``rho`` (see ``duplicate_weight``): learned with

@@ -44,7 +44,7 @@ def table_attributes(encoder, features, W, *, n_heads, single_head):
 def _missing_embeddings(features, blocks, is_categorical, W, n_heads, single_head):
     """(n_heads, d, n_features): each numeric feature's "missing" embedding
     less its "observed" one (where a missing value sits relative to a value
-    at the training mean); zeros for the other features."""
+    at its conditional mean); zeros for the other features."""
     xp, _ = namespace_of(W)
     d = W.shape[1] // n_heads
     zero = xp.zeros((n_heads, d), dtype=W.dtype, device=device(W))

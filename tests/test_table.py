@@ -146,13 +146,28 @@ def test_numeric_missing_values_have_a_learned_position(make):
     assert np.all(np.isfinite(pred))
 
 
-def test_a_feature_never_missing_in_training_puts_a_missing_value_at_its_mean():
-    X, y = mixed_frame(n=200, seed=5, missing=0.1)
+def test_a_missing_value_never_seen_in_training_sits_at_its_conditional_mean():
+    # "x" never missing in training; "z" depends on it, so a missing x is
+    # placed where the row's z puts it, and where z says nothing, at its mean.
+    X, y = mixed_frame(n=200, seed=5)
     model = _quiet(NWAttentionRegressor(standardize=True, max_iter=10), X, y)
     query = X.iloc[:5].copy()
-    at_mean = query.assign(x=X["x"].mean())
     missing = query.assign(x=np.nan)
-    assert_allclose(model.predict(missing), model.predict(at_mean), rtol=1e-12)
+    numbers = X[["x", "z"]]
+    standardised = (numbers - numbers.mean()) / numbers.std(ddof=0)
+    r = float(np.mean(standardised["x"] * standardised["z"]))
+    fill = X["x"].mean() + r * standardised["z"].iloc[:5] * X["x"].std(ddof=0)
+    assert_allclose(
+        model.predict(missing), model.predict(query.assign(x=fill)), rtol=1e-9
+    )
+    alone = X.drop(columns="z")
+    model = _quiet(NWAttentionRegressor(standardize=True, max_iter=10), alone, y)
+    query = alone.iloc[:5]
+    assert_allclose(
+        model.predict(query.assign(x=np.nan)),
+        model.predict(query.assign(x=alone["x"].mean())),
+        rtol=1e-12,
+    )
 
 
 def test_bad_tables_get_clear_errors():

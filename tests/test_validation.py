@@ -44,15 +44,22 @@ def test_predict_rejects_wrong_feature_count():
         reg.predict(X[:, :3])
 
 
-def test_predict_puts_an_unseen_missing_value_at_the_mean():
+def test_predict_puts_an_unseen_missing_value_at_its_conditional_mean():
     """A NaN at predict time in a feature that had none in training sits at
-    the feature's training mean: finite, and the prediction of that row with
-    the feature at its (power-mapped) centre."""
-    reg = NWAttentionRegressor(max_iter=2, standardize=True).fit(X, y)
-    query = _with(X[:3], (2, 2), np.nan)
-    at_mean = X[:3].copy()
-    at_mean[2, 2] = X[:, 2].mean()
-    np.testing.assert_allclose(reg.predict(query), reg.predict(at_mean), rtol=1e-12)
+    its conditional mean given the row's other features (the Gaussian one,
+    from the standardised training correlations): finite, and the
+    prediction of that row with the feature there."""
+    Xc = X.copy()
+    Xc[:, 2] = X[:, 0] + 0.5 * X[:, 1] + 0.2 * X[:, 2]
+    reg = NWAttentionRegressor(max_iter=2, standardize=True).fit(Xc, y)
+    query = _with(Xc[:3], (2, 2), np.nan)
+    S = (Xc - Xc.mean(0)) / Xc.std(0)
+    C = np.corrcoef(S.T)
+    o = [0, 1, 3]
+    fill = C[2, o] @ np.linalg.solve(C[np.ix_(o, o)], S[2, o])
+    there = Xc[:3].copy()
+    there[2, 2] = Xc[:, 2].mean() + fill * Xc[:, 2].std()
+    np.testing.assert_allclose(reg.predict(query), reg.predict(there), rtol=1e-9)
     with pytest.raises(ValueError, match="Input X contains infinity"):
         reg.predict(_with(X, (2, 2), np.inf))
 

@@ -13,6 +13,7 @@ from scipy import sparse
 from nwensemble._predict.bvc import bvc_parts
 from nwensemble._predict.intervals import predict_interval
 from nwensemble._shared.backend import fill_masked, move_to, namespace_of, to_numpy
+from nwensemble._shared.conditional_fill import fill_missing
 from nwensemble._shared.design import project
 from nwensemble._shared.duplicates import blend
 from nwensemble._shared.keys import Keys
@@ -87,11 +88,15 @@ class NWPredictor:
     def project(self, X):
         """The rows ``X`` (an array, or a ``Table`` from ``encode``) mapped
         and projected: (m, n_heads * head_dim). A missing value of a
-        feature that had none in training sits at the training mean."""
+        feature that had none in training sits at its conditional mean
+        given the row's other features (see ``conditional_fill``)."""
         xp = self.keys.xp
         mapped = self.features.transform(X, xp=xp)
         if not isinstance(X, Table):
-            mapped = xp.where(xp.isnan(mapped), xp.zeros_like(mapped), mapped)
+            valid = ~xp.isnan(mapped)
+            mapped = xp.where(valid, mapped, xp.zeros_like(mapped))
+            if self.features.correlation is not None:
+                mapped = fill_missing(mapped, valid, self.features.correlation, xp=xp)
         return project(mapped, self.W)
 
     # ------------------------------------------------------------- prediction

@@ -2,7 +2,7 @@
 missing: a numeric block and embedding codes, never a one-hot matrix.
 
 A head projects a row to ``Z = N W_N + sum_j E[c_j]``: the numeric block
-``N`` (missing entries at 0, the training mean) times the numeric rows of
+``N`` (missing entries at their conditional mean) times the numeric rows of
 the parameters, plus, per code column ``j``, the embedding row of the row's
 code. That is the one-hot matrix ``[N, onehot(c_1), ...]`` times the
 parameters ``W = [W_N; E]`` stacked, computed by gathers; its gradient

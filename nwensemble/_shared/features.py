@@ -14,6 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from nwensemble._shared.backend import device, namespace_of, to_numpy
+from nwensemble._shared.conditional_fill import fill_missing, fit_correlation
 from nwensemble._shared.design import Design
 from nwensemble._shared.table import Table
 
@@ -204,14 +205,16 @@ class FeatureMap:
     (Box-Cox for positive features, Yeo-Johnson for the others, see
     :func:`fit_power`), then centred and scaled. Every map is independent of
     the features' units. For a ``Table``, the numeric features are mapped
-    so (missing values at 0, the training mean) and the codes placed by
-    ``codes`` (a ``CodeLayout``); the result is a ``Design``.
+    so, a missing value at its conditional mean given the row's observed
+    features (``correlation``, see ``conditional_fill``), and the codes
+    placed by ``codes`` (a ``CodeLayout``); the result is a ``Design``.
     """
 
     power: Optional[tuple]
     center: Any
     scale: Any
     codes: Optional[CodeLayout] = None
+    correlation: Any = None
 
     @property
     def is_linear(self):
@@ -259,6 +262,7 @@ class FeatureMap:
         fill = self.power[1] if self.power is not None else self.center
         N = self.transform(xp.where(valid, N, fill), xp=xp)
         N = xp.where(valid, N, xp.zeros_like(N))
+        N = fill_missing(N, valid, self.correlation, xp=xp)
         codes = [table.codes[:, j] for j in range(table.codes.shape[1])]
         for j in layout.missing.tolist():
             codes.append(xp.astype(~valid[:, j], table.codes.dtype))
@@ -286,7 +290,12 @@ def fit_feature_map(X, sw, *, standardize, rng, xp):
         power = _device_power(fit_power(X, sw, rng=rng), X, xp)
         X = power_transform(X, power, xp=xp)
     center, scale = fit_scaling(X, sw[:, None], standardize=bool(standardize), xp=xp)
-    return FeatureMap(power, center, scale), (X - center) / scale
+    mapped = (X - center) / scale
+    # Only rows at prediction can have missing values here.
+    correlation = fit_correlation(
+        mapped, xp.ones_like(mapped, dtype=xp.bool), sw, xp=xp
+    )
+    return FeatureMap(power, center, scale, None, correlation), mapped
 
 
 def _device_power(params, X, xp):
@@ -331,7 +340,9 @@ def _fit_table_map(table, sw, standardize, rng, xp):
         observed,
         is_categorical,
     )
-    features = FeatureMap(power, center, scale, layout)
+    standardised = xp.where(valid, (filled - center) / scale, xp.zeros_like(N))
+    correlation = fit_correlation(standardised, valid, sw, xp=xp)
+    features = FeatureMap(power, center, scale, layout, correlation)
     return features, features.transform(table, xp=xp)
 
 
