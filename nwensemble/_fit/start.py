@@ -24,11 +24,16 @@ _SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
 # starts so narrow that each row attends to one neighbour and the
 # projection's gradient vanishes. A coarse start (few iterations), which the
 # full fit refines; scales may go _DIRECTION_RANGE (in log units) below the
-# grid's widest, enough to all but drop a feature. Random directions and
-# principal axes keep one scale per head (their own scales did worse; see
-# the user guide).
+# grid's widest, enough to all but drop a feature, and at most
+# _DIRECTION_NARROWEST times narrower than the head's best common scale:
+# L-BFGS-B's first steps can land a direction at the grid's narrowest, where
+# each row attends to its nearest neighbour alone, the gradient vanishes and
+# the full fit stalls (narrowing further, where it pays, is the full fit's
+# job). Random directions and principal axes keep one scale per head (their
+# own scales did worse; see the user guide).
 _DIRECTION_MAX_ITER = 10
 _DIRECTION_RANGE = 3.0
+_DIRECTION_NARROWEST = 8.0
 # A spread below this share of the rows' second moment is rounding noise.
 _CONSTANT_SPREAD = 1e-20
 
@@ -176,22 +181,24 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
         scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
         W[:, cols] = unit * scale
         if per_direction and d > 1:
+            narrowest = scale * _DIRECTION_NARROWEST
             scales, fitted_loss = _fit_direction_scales(
-                unit, Xs, Ys, sw, kernel=kernel, xp=xp
+                unit, Xs, Ys, sw, kernel=kernel, xp=xp, narrowest=narrowest
             )
             if fitted_loss < loss:
                 W[:, cols] = unit * scales[None, :]
     return W
 
 
-def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
+def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp, narrowest):
     """Scales for the columns of one head's ``W`` (p, d), fitted by L-BFGS on
     their logarithms; returns them and their leave-one-out loss.
 
     They start at the widest scale of ``_SCALE_GRID``, where every row
     attends to many others and the gradient says which directions to
     narrow (from a narrow start it vanishes), and stay between
-    ``_DIRECTION_RANGE`` below that and the grid's narrowest.
+    ``_DIRECTION_RANGE`` below that and ``narrowest`` (at most the grid's
+    narrowest).
 
     The directions stay fixed, so one evaluation is a leave-one-out pass over
     ``Z0 * c`` with ``Z0 = Xs @ W`` and its gradient ``dloss / dlog c_j =
@@ -214,7 +221,8 @@ def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp):
             return math.inf, np.zeros(d)
         return loss, grad
 
-    widest, narrowest = math.log(_SCALE_GRID[0]), math.log(_SCALE_GRID[-1])
+    widest = math.log(_SCALE_GRID[0])
+    narrowest = math.log(min(narrowest, _SCALE_GRID[-1]))
     result = minimize(
         fun,
         np.full(d, widest),
