@@ -51,8 +51,8 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     of candidates. The uniform mean of the heads is scored by its weighted
     squared error (weights ``sw_rows``, a NumPy array, each output relative
     to its variance), on the positions ``scored`` of ``rows`` (all when
-    None); the least error chooses.  ``embeddings``: the table has categorical or
-    missing-value embeddings (see ``candidates``).
+    None); the least error chooses. ``embeddings``: the table has
+    categorical or missing-value embeddings (see ``candidates``).
     """
     options = candidates(local_fit, keys, embeddings=embeddings)
     if len(options) == 1:

@@ -94,9 +94,7 @@ class NWPredictor:
         mapped = self.features.transform(X, xp=xp)
         if not isinstance(X, Table):
             valid = ~xp.isnan(mapped)
-            mapped = xp.where(valid, mapped, xp.zeros_like(mapped))
-            if self.features.correlation is not None:
-                mapped = fill_missing(mapped, valid, self.features.correlation, xp=xp)
+            mapped = fill_missing(mapped, valid, self.features.correlation, xp=xp)
         return project(mapped, self.W)
 
     # ------------------------------------------------------------- prediction

@@ -29,13 +29,17 @@ _BLOCK_ROWS = 4096
 
 def fit_correlation(Xs, valid, sw, *, xp):
     """Correlation of the standardised features ``Xs`` (n, p), zero where
-    missing, each pair weighted by ``sw`` over the rows where both are
-    ``valid``; made positive definite. A (p, p) array in ``Xs``'s namespace,
-    device and dtype."""
-    V = xp.astype(valid, Xs.dtype)
+    missing, each pair weighted by ``sw`` (summing to one) over the rows
+    where both are ``valid`` (every row when ``valid`` is None); made
+    positive definite. A (p, p) array in ``Xs``'s namespace, device and
+    dtype."""
     num = to_numpy((Xs * sw[:, None]).T @ Xs).astype(np.float64)
-    den = to_numpy((V * sw[:, None]).T @ V).astype(np.float64)
-    C = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    if valid is None:
+        C = num
+    else:
+        V = xp.astype(valid, Xs.dtype)
+        den = to_numpy((V * sw[:, None]).T @ V).astype(np.float64)
+        C = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
     # Standardised on each feature's observed rows: unit variance, except
     # for features never observed, which stay uncorrelated with the others.
     np.fill_diagonal(C, 1.0)
@@ -47,9 +51,13 @@ def fit_correlation(Xs, valid, sw, *, xp):
 
 
 def fill_missing(N, valid, correlation, *, xp):
-    """``N`` (n, p; standardised, zero where not ``valid``) with each row's
-    missing entries at their conditional mean given its valid ones."""
+    """``N`` (n, p; standardised) with each row's entries that are not
+    ``valid`` at their conditional mean given its valid ones (at 0, the
+    training mean, without a ``correlation``: a model from before it)."""
     if not bool(xp.any(~valid)):
+        return N
+    N = xp.where(valid, N, xp.zeros_like(N))
+    if correlation is None:
         return N
     blocks = []
     for start in range(0, N.shape[0], _BLOCK_ROWS):

@@ -261,7 +261,6 @@ class FeatureMap:
         # Filled with the normaliser: finite, and harmless to either warp.
         fill = self.power[1] if self.power is not None else self.center
         N = self.transform(xp.where(valid, N, fill), xp=xp)
-        N = xp.where(valid, N, xp.zeros_like(N))
         N = fill_missing(N, valid, self.correlation, xp=xp)
         codes = [table.codes[:, j] for j in range(table.codes.shape[1])]
         for j in layout.missing.tolist():
@@ -292,9 +291,7 @@ def fit_feature_map(X, sw, *, standardize, rng, xp):
     center, scale = fit_scaling(X, sw[:, None], standardize=bool(standardize), xp=xp)
     mapped = (X - center) / scale
     # Only rows at prediction can have missing values here.
-    correlation = fit_correlation(
-        mapped, xp.ones_like(mapped, dtype=xp.bool), sw, xp=xp
-    )
+    correlation = fit_correlation(mapped, None, sw, xp=xp)
     return FeatureMap(power, center, scale, None, correlation), mapped
 
 
