@@ -4,7 +4,9 @@ against the one-hot pipeline, HistGradientBoosting and CatBoost.
 For every CSV in ``../shared/data/mixed`` (read with
 ``pandas.read_csv(path, keep_default_na=False, na_values=[''])``: only
 empty cells are missing), shuffled 5-fold CV (``KFold(5, shuffle=True,
-random_state=0)``, the same folds for every model) of:
+random_state=0)``, the same folds for every model; ``--repeats`` reshuffles
+and repeats them, ``RepeatedKFold(random_state=0)``, for small tables whose
+five folds alone are noisy) of:
 
 * ``NWAttentionRegressor()`` and ``MultiHeadNWRegressor()`` on the frame as
   it comes (``categorical_features='from_dtype'``), ``random_state=0``;
@@ -24,7 +26,7 @@ model, each RMSE's ratio to HistGradientBoosting's, and the geometric means
 of those ratios.
 
 Run: ``python benchmarks/bench_real_tables.py [--data ../shared/data/mixed]
-[--models ...] [--folds 5]``
+[--models ...] [--folds 5] [--repeats 1]``
 """
 
 import argparse
@@ -39,7 +41,7 @@ import pandas as pd
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.impute import SimpleImputer
-from sklearn.model_selection import KFold
+from sklearn.model_selection import KFold, RepeatedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
@@ -146,11 +148,13 @@ def make_models(frame, names):
     return {name: builders[name]() for name in names}
 
 
-def run(path, names, folds):
+def run(path, names, folds, repeats=1):
     """RMSE per fold and fit times of every model on one table."""
     frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     X, y = frame.drop(columns="target"), frame["target"].to_numpy(dtype=float)
     cv = KFold(folds, shuffle=True, random_state=0)
+    if repeats > 1:
+        cv = RepeatedKFold(n_splits=folds, n_repeats=repeats, random_state=0)
     rmse = {name: [] for name in names}
     fit_time = {name: [] for name in names}
     for train, test in cv.split(X):
@@ -171,6 +175,12 @@ def main(argv=None):
         "--data", default=os.path.join(HERE, "..", "..", "shared", "data", "mixed")
     )
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="repeats of the folds, reshuffled (RepeatedKFold); 1: KFold",
+    )
     default = [
         "NWAttention",
         "MultiHeadNW",
@@ -200,12 +210,13 @@ def main(argv=None):
             "tables (the project's shared data)."
         )
     print(cpu_line())
-    print(
-        f"{args.folds}-fold CV, shuffled, seed 0; RMSE mean over folds (ratio to HGB)"
-    )
+    scheme = f"{args.folds}-fold CV, shuffled, seed 0"
+    if args.repeats > 1:
+        scheme = f"{args.folds}-fold CV repeated {args.repeats} times (RepeatedKFold)"
+    print(f"{scheme}; RMSE mean over folds (ratio to HGB)")
     ratios = {name: [] for name in names}
     for path in paths:
-        frame, rmse, fit_time = run(path, names, args.folds)
+        frame, rmse, fit_time = run(path, names, args.folds, args.repeats)
         ref = np.mean(rmse[REFERENCE])
         label = os.path.basename(path)[:-4]
         print(f"\n{label}: {frame.shape[0]} rows, {frame.shape[1] - 1} features")

@@ -1,4 +1,5 @@
-"""Where the projections start: the identity start's per-feature scales."""
+"""Where the projections start: the identity start's per-feature scales, and
+when they are kept."""
 
 import warnings
 
@@ -9,6 +10,8 @@ from sklearn.model_selection import KFold
 
 import nwensemble._fit.start as start
 from nwensemble import NWAttentionRegressor
+from nwensemble._fit.engine import scaled_targets
+from nwensemble._shared.kernels import KERNELS
 
 
 def _friedman_fold():
@@ -29,13 +32,16 @@ def test_direction_scales_stay_near_the_common_scale(monkeypatch):
     seen = {}
     best_scale, fit_scales = start._best_scale, start._fit_direction_scales
 
+    # The first calls are on the whole subsample (the cross-fit's follow).
     def record_common(*args, **kwargs):
-        seen["common"], loss = best_scale(*args, **kwargs)
-        return seen["common"], loss
+        scale, loss = best_scale(*args, **kwargs)
+        seen.setdefault("common", scale)
+        return scale, loss
 
     def record_own(*args, **kwargs):
-        seen["own"], loss = fit_scales(*args, **kwargs)
-        return seen["own"], loss
+        scales, loss = fit_scales(*args, **kwargs)
+        seen.setdefault("own", scales)
+        return scales, loss
 
     monkeypatch.setattr(start, "_best_scale", record_common)
     monkeypatch.setattr(start, "_fit_direction_scales", record_own)
@@ -53,3 +59,52 @@ def test_the_identity_start_does_not_stall():
     assert model.n_iter_ > 5
     assert model.loss_curve_[-1] < 0.15
     assert np.sqrt(np.mean((model.predict(Xt) - yt) ** 2)) < 1.6
+
+
+def _scaled_problem(target, seed, n=120, p=8):
+    rng = np.random.RandomState(seed)
+    X = rng.standard_normal((n, p))
+    noise = 0.3 * rng.standard_normal(n)
+    y = np.sin(2 * X[:, 0]) if target == "one" else np.sin(X.sum(1) / np.sqrt(p))
+    Xs = (X - X.mean(0)) / X.std(0)
+    sw = np.full(n, 1.0 / n)
+    Ys = scaled_targets((y + noise)[:, None], sw, xp=np)
+    return Xs, Ys, sw
+
+
+def _generalise(Xs, Ys, sw, seed, ns=None):
+    xp = np if ns is None else ns.xp
+    arrays = (Xs, Ys, sw) if ns is None else tuple(map(ns.asarray, (Xs, Ys, sw)))
+    W = np.eye(Xs.shape[1])
+    W = W if ns is None else ns.asarray(W)
+    return start._own_scales_generalise(
+        W, *arrays, kernel=KERNELS["softmax"], rng=np.random.RandomState(seed), xp=xp
+    )
+
+
+def test_own_scales_are_kept_where_the_target_follows_one_feature(ns):
+    for seed in range(3):
+        Xs, Ys, sw = _scaled_problem("one", seed)
+        assert _generalise(Xs, Ys, sw, seed, ns)
+
+
+def test_one_scale_is_kept_where_every_feature_counts_alike():
+    # The target depends on the features' sum: one common scale is right.
+    # The per-feature scales still lower the leave-one-out loss of the rows
+    # they were fitted to, and would be kept by that alone.
+    for seed in range(3):
+        Xs, Ys, sw = _scaled_problem("sum", seed)
+        softmax = KERNELS["softmax"]
+        scale, common = start._best_scale(
+            np.eye(8), Xs, Ys, sw, start._SCALE_GRID, kernel=softmax, xp=np
+        )
+        _, own = start._fit_direction_scales(
+            np.eye(8), Xs, Ys, sw, kernel=softmax, xp=np, narrowest=8 * scale
+        )
+        assert own < common
+        assert not _generalise(Xs, Ys, sw, seed)
+
+
+def test_too_few_rows_to_cross_fit_keep_one_scale():
+    Xs, Ys, sw = _scaled_problem("one", 0, n=2 * start._CROSS_FIT_FOLDS - 1)
+    assert not _generalise(Xs, Ys, sw, 0)

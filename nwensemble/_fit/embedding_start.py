@@ -5,7 +5,8 @@ A categorical feature (or a numeric feature's "missing") starts as one
 direction in each head, its codes placed along it by the mean target of
 their rows (the overall mean for a code without rows). So the start is what
 the numeric features get (``start.initial_projection``), on a table where
-each code column is that target mean, standardised; a code's embedding is
+each code column is that target mean, standardised (a "missing" column in
+the target's units: see ``code_positions``); a code's embedding is
 then its value times the column's starting direction, and the heads' first
 projections of the rows are exactly those of the dense start. The means
 are not shrunk: codes whose means are equal start at one point, and a
@@ -60,11 +61,22 @@ def start_with_codes(config, previous, design, layout, Ys, sw, *, rng, xp):
 
 def code_positions(design, layout, Ys, sw):
     """Per code column, the position of each of its codes: its target mean,
-    standardised over the rows (float64 NumPy arrays)."""
+    centred over the rows (float64 NumPy arrays); a categorical column's
+    standardised over the rows, a numeric feature's "missing" in units of
+    the target's spread.
+
+    A missing-value column has two codes, and standardising it would put
+    the rows of the rarer one about ``1 / sqrt(share)`` apart from the
+    others whatever their targets: a few missing values would start far
+    from every other row and attend only to each other. In the target's
+    units the distance is the missing rows' effect on the target.
+    """
     Y = to_numpy(Ys).astype(np.float64)
     w = to_numpy(sw).astype(np.float64)
     w = w / w.sum()
     score = Y[:, 0] if Y.shape[1] == 1 else Y @ _first_axis(Y, w)
+    score_spread = np.sqrt(w @ (score - w @ score) ** 2)
+    n_categorical = len(layout.offsets) - len(layout.missing)
     codes = to_numpy(design.codes)
     out = []
     for j, (start, size) in enumerate(zip(layout.offsets, layout.n_codes)):
@@ -77,6 +89,8 @@ def code_positions(design, layout, Ys, sw):
         column = means[c]
         center = w @ column
         spread = np.sqrt(w @ (column - center) ** 2)
+        if j >= n_categorical:
+            spread = score_spread
         out.append((means - center) / (spread if spread > 0 else 1.0))
     return out
 

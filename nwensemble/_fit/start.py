@@ -10,9 +10,10 @@ import numpy as np
 from scipy.optimize import minimize
 
 from nwensemble._fit.allocation import theory_head_dim
+from nwensemble._fit.early_stopping import heldout_loss
 from nwensemble._fit.loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.rows import subsample
+from nwensemble._shared.rows import subsample, take_rows
 
 # Rows used to pick the starting bandwidth.
 _SCALE_SEARCH_SIZE = 512
@@ -34,6 +35,12 @@ _SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
 _DIRECTION_MAX_ITER = 10
 _DIRECTION_RANGE = 3.0
 _DIRECTION_NARROWEST = 8.0
+# The per-direction scales are kept only where they also predict rows they
+# were not fitted to better than the common scale, by cross-fitting on the
+# subsample in this many folds (each start then fitted on three quarters of
+# it; on halves, the fewer rows per scale favoured the common scale too
+# often: see the benchmarks page's levers).
+_CROSS_FIT_FOLDS = 4
 # A spread below this share of the rows' second moment is rounding noise.
 _CONSTANT_SPREAD = 1e-20
 
@@ -161,7 +168,8 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     With ``per_direction``, each direction's scale is then fitted on its
     own (``_fit_direction_scales``), so that directions along which the
     target varies fast start narrow and the others wide; the fitted scales
-    replace the common one where they lower the loss.
+    replace the common one where they lower the loss, on the subsample and
+    on rows they were not fitted to (``_own_scales_generalise``).
     """
     Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
     d = W.shape[1] // n_heads
@@ -185,9 +193,43 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
             scales, fitted_loss = _fit_direction_scales(
                 unit, Xs, Ys, sw, kernel=kernel, xp=xp, narrowest=narrowest
             )
-            if fitted_loss < loss:
+            if fitted_loss < loss and _own_scales_generalise(
+                unit_x, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp
+            ):
                 W[:, cols] = unit * scales[None, :]
     return W
+
+
+def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
+    """Whether per-direction scales predict rows they were not fitted to
+    better than one common scale does.
+
+    Cross-fitting on the subsample in ``_CROSS_FIT_FOLDS`` folds: on each
+    fold's complement both starts are fitted as ``_search_scales`` fits
+    them, and the fold's rows are predicted from the complement's. With few
+    rows per feature the per-direction scales can lower the leave-one-out
+    loss of the rows they were fitted to and still predict new rows worse
+    than one scale; the full fit then starts from them and early stopping
+    keeps it near them. With fewer than two rows per fold: one scale.
+    """
+    n = Xs.shape[0]
+    if n < 2 * _CROSS_FIT_FOLDS:
+        return False
+    folds = np.array_split(rng.permutation(n), _CROSS_FIT_FOLDS)
+    unit = to_numpy(W).astype(np.float64)
+    losses = np.zeros(2)
+    for k, fold in enumerate(folds):
+        rest = np.sort(np.concatenate(folds[:k] + folds[k + 1 :]))
+        train = take_rows(Xs, Ys, sw, rest, xp=xp)
+        test = take_rows(Xs, Ys, sw, np.sort(fold), xp=xp)
+        scale, _ = _best_scale(W, *train, _SCALE_GRID, kernel=kernel, xp=xp)
+        own, _ = _fit_direction_scales(
+            unit, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
+        )
+        for i, scales in enumerate((np.full(unit.shape[1], scale), own)):
+            Wx = xp.asarray(unit * scales[None, :], dtype=Xs.dtype, device=device(Xs))
+            losses[i] += heldout_loss(Wx, *test, *train, kernel=kernel, n_heads=1)
+    return bool(losses[1] < losses[0])
 
 
 def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp, narrowest):
