@@ -28,19 +28,17 @@ import argparse
 import glob
 import os
 import sys
-import warnings
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.impute import SimpleImputer
-from sklearn.model_selection import KFold
 from sklearn.pipeline import make_pipeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
+from _common import cpu_line, cv_rmse  # noqa: E402
 
 from nwensemble import NWAttentionRegressor  # noqa: E402
 
@@ -53,16 +51,6 @@ def with_missing(X, y, scenario, rng):
         high = (y > np.median(y))[:, None]
         p = np.where(high, 0.4, 0.05) * np.ones(X.shape)
     return np.where(rng.random(X.shape) < p, np.nan, X)
-
-
-def cv_rmse(make, X, y, folds):
-    out = []
-    for train, test in KFold(folds, shuffle=True, random_state=0).split(X):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = make().fit(X[train], y[train])
-        out.append(np.sqrt(np.mean((model.predict(X[test]) - y[test]) ** 2)))
-    return float(np.mean(out))
 
 
 def main():

@@ -33,17 +33,15 @@ import argparse
 import glob
 import os
 import sys
-import warnings
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import KFold
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
+from _common import cpu_line, cv_rmse  # noqa: E402
 
 import nwensemble._fit.start as start  # noqa: E402
 from nwensemble import NWAttentionRegressor  # noqa: E402
@@ -75,17 +73,16 @@ def tables(data, max_rows):
 
 def mean_rmse(X, y, seeds):
     """Mean test RMSE over ``seeds`` shuffled 5-fold splits."""
-    rmse = []
-    for seed in range(seeds):
-        for train, test in KFold(5, shuffle=True, random_state=seed).split(X):
-            rows = (lambda r: X.iloc[r]) if hasattr(X, "iloc") else (lambda r: X[r])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = NWAttentionRegressor(random_state=seed)
-                model.fit(rows(train), y[train])
-            error = model.predict(rows(test)) - y[test]
-            rmse.append(np.sqrt(np.mean(error**2)))
-    return float(np.mean(rmse))
+    return float(
+        np.mean(
+            [
+                cv_rmse(
+                    lambda: NWAttentionRegressor(random_state=seed), X, y, seed=seed
+                )
+                for seed in range(seeds)
+            ]
+        )
+    )
 
 
 def main():

@@ -75,10 +75,12 @@ def _scaled_problem(target, seed, n=120, p=8):
 def _generalise(Xs, Ys, sw, seed, ns=None):
     xp = np if ns is None else ns.xp
     arrays = (Xs, Ys, sw) if ns is None else tuple(map(ns.asarray, (Xs, Ys, sw)))
-    W = np.eye(Xs.shape[1])
-    W = W if ns is None else ns.asarray(W)
     return start._own_scales_generalise(
-        W, *arrays, kernel=KERNELS["softmax"], rng=np.random.RandomState(seed), xp=xp
+        np.eye(Xs.shape[1]),
+        *arrays,
+        kernel=KERNELS["softmax"],
+        rng=np.random.RandomState(seed),
+        xp=xp,
     )
 
 

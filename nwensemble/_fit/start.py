@@ -38,8 +38,7 @@ _DIRECTION_NARROWEST = 8.0
 # The per-direction scales are kept only where they also predict rows they
 # were not fitted to better than the common scale, by cross-fitting on the
 # subsample in this many folds (each start then fitted on three quarters of
-# it; on halves, the fewer rows per scale favoured the common scale too
-# often: see the benchmarks page's levers).
+# it; why not halves: the benchmarks page's levers).
 _CROSS_FIT_FOLDS = 4
 # A spread below this share of the rows' second moment is rounding noise.
 _CONSTANT_SPREAD = 1e-20
@@ -194,15 +193,15 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
                 unit, Xs, Ys, sw, kernel=kernel, xp=xp, narrowest=narrowest
             )
             if fitted_loss < loss and _own_scales_generalise(
-                unit_x, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp
+                unit, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp
             ):
                 W[:, cols] = unit * scales[None, :]
     return W
 
 
 def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
-    """Whether per-direction scales predict rows they were not fitted to
-    better than one common scale does.
+    """Whether per-direction scales of the columns of ``W`` (p, d; NumPy)
+    predict rows they were not fitted to better than one common scale does.
 
     Cross-fitting on the subsample in ``_CROSS_FIT_FOLDS`` folds: on each
     fold's complement both starts are fitted as ``_search_scales`` fits
@@ -216,19 +215,19 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
     if n < 2 * _CROSS_FIT_FOLDS:
         return False
     folds = np.array_split(rng.permutation(n), _CROSS_FIT_FOLDS)
-    unit = to_numpy(W).astype(np.float64)
+    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
     losses = np.zeros(2)
     for k, fold in enumerate(folds):
         rest = np.sort(np.concatenate(folds[:k] + folds[k + 1 :]))
         train = take_rows(Xs, Ys, sw, rest, xp=xp)
         test = take_rows(Xs, Ys, sw, np.sort(fold), xp=xp)
-        scale, _ = _best_scale(W, *train, _SCALE_GRID, kernel=kernel, xp=xp)
+        scale, _ = _best_scale(Wx, *train, _SCALE_GRID, kernel=kernel, xp=xp)
         own, _ = _fit_direction_scales(
-            unit, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
+            W, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
         )
-        for i, scales in enumerate((np.full(unit.shape[1], scale), own)):
-            Wx = xp.asarray(unit * scales[None, :], dtype=Xs.dtype, device=device(Xs))
-            losses[i] += heldout_loss(Wx, *test, *train, kernel=kernel, n_heads=1)
+        for i, scales in enumerate((np.full(W.shape[1], scale), own)):
+            Ws = xp.asarray(W * scales[None, :], dtype=Xs.dtype, device=device(Xs))
+            losses[i] += heldout_loss(Ws, *test, *train, kernel=kernel, n_heads=1)
     return bool(losses[1] < losses[0])
 
 

@@ -6,7 +6,7 @@ correlation matrix estimated on the training rows (each pair of features on
 the rows where both are observed). A row's missing entries ``m`` then sit at
 ``S_mo S_oo^-1 x_o``, its observed entries ``o`` as they are; a row with
 every feature missing stays at the training mean (0). Features that are
-unrelated to the others are filled at their mean, as before; features that
+unrelated to the others are filled at their mean; features that
 move together (sizes, areas, counts of one thing) are filled where the
 others place them, which the learned "missing" embedding then only needs to
 correct.
@@ -53,7 +53,8 @@ def fit_correlation(Xs, valid, sw, *, xp):
 def fill_missing(N, valid, correlation, *, xp):
     """``N`` (n, p; standardised) with each row's entries that are not
     ``valid`` at their conditional mean given its valid ones (at 0, the
-    training mean, without a ``correlation``: a model from before it)."""
+    training mean, without a ``correlation``: a model fitted by a version
+    that kept none)."""
     if not bool(xp.any(~valid)):
         return N
     N = xp.where(valid, N, xp.zeros_like(N))
