@@ -60,14 +60,16 @@ def in_child(module, function, *args, env=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-# --mode avx2: NumPy's AVX-512 paths off and OpenBLAS told it runs on
-# Haswell, so that an AVX-512 machine stands in for an AVX2 one.
+# --mode avx2: NumPy's AVX-512 paths off, OpenBLAS told it runs on Haswell
+# and numba compiling for Haswell (its cache keeps code per CPU name), so
+# that an AVX-512 machine stands in for an AVX2 one.
 AVX2_ENV = {
     "NPY_DISABLE_CPU_FEATURES": (
         "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX "
         "AVX512_CNL AVX512_ICL AVX512_SPR"
     ),
     "OPENBLAS_CORETYPE": "Haswell",
+    "NUMBA_CPU_NAME": "haswell",
 }
 
 

@@ -12,7 +12,8 @@ Sections:
   G/s.
 * ``predict``: ``MultiHeadNWRegressor(n_heads=4, head_dim=4, init='random',
   max_iter=0)`` on ``n`` float32 rows of 16 features predicts ``n`` queries,
-  for each ``--sizes`` (20 000 and 50 000); G kernel evaluations per second
+  for each ``--sizes`` (20 000 and 50 000), with the local-constant and the
+  local-linear readout (``local_fit``); G kernel evaluations per second
   (queries x rows x heads / time), against the NumPy exp rate of the
   ``exp`` section.
 * ``train``: one leave-one-out loss and gradient of one softmax head
@@ -23,8 +24,9 @@ Sections:
   the first fit of a small model less its second fit.
 
 ``--mode avx2`` runs it all in a child process with NumPy's AVX-512 paths
-disabled (``NPY_DISABLE_CPU_FEATURES``) and OpenBLAS told it runs on Haswell
-(``OPENBLAS_CORETYPE``): an AVX2 machine, on an AVX-512 one. The CPU line
+disabled (``NPY_DISABLE_CPU_FEATURES``), OpenBLAS told it runs on Haswell
+(``OPENBLAS_CORETYPE``) and numba compiling for Haswell (``NUMBA_CPU_NAME``):
+an AVX2 machine, on an AVX-512 one. The CPU line
 says what the machine has.
 
 Run: ``python benchmarks/bench_compiled.py [--mode native|avx2]
@@ -32,6 +34,7 @@ Run: ``python benchmarks/bench_compiled.py [--mode native|avx2]
 """
 
 import argparse
+import itertools
 import os
 import sys
 import tempfile
@@ -101,7 +104,7 @@ def section_predict(args, numpy_exp=None):
     from nwensemble._shared import compiled
 
     print("\n== predict, softmax, 4 heads x 4 dims, float32: G evaluations/s")
-    for n in args.sizes:
+    for n, local_fit in itertools.product(args.sizes, ("constant", "linear")):
         rng = np.random.default_rng(0)
         X = rng.standard_normal((n, 16)).astype(np.float32)
         y = rng.standard_normal(n).astype(np.float32)
@@ -111,6 +114,7 @@ def section_predict(args, numpy_exp=None):
             init="random",
             max_iter=0,
             bvc_resamples=0,
+            local_fit=local_fit,
             random_state=0,
         ).fit(X, y)
         Xq = rng.standard_normal((n, 16)).astype(np.float32)
@@ -127,7 +131,7 @@ def section_predict(args, numpy_exp=None):
         compiled.ENABLED = True
         rate = {k: n * n * 4 / t / 1e9 for k, t in times.items()}
         line = (
-            f"  {n} x {n}: NumPy path {rate['numpy']:.2f}, compiled "
+            f"  {n} x {n}, local {local_fit}: NumPy path {rate['numpy']:.2f}, compiled "
             f"{rate['compiled']:.2f} ({rate['compiled'] / rate['numpy']:.2f}x)"
         )
         if numpy_exp:

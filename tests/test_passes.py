@@ -1,6 +1,8 @@
 """The passes over the keys (blocks, and the softmax tiles on the host)
 against explicit softmax weights."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -205,3 +207,48 @@ def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, 
         assert out.device == dev
         assert_allclose(to_numpy(out), ref[:m], rtol=1e-10)
     assert read_backs[400] == read_backs[20]
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-4)])
+def test_tiles_read_a_local_linear_readout_as_the_blocks_do(monkeypatch, dtype, rtol):
+    """With the local-linear readout the tiles (small, on threads, a query
+    far from every key on the stable path) sum its columns and read its
+    lines as the blocks do, for queries and for left-out training rows."""
+    from nwensemble._shared.readout import Readout, target_range
+
+    _small_tiles(monkeypatch)
+    Q, Z, Y, sw, _ = _heads_problem()
+    Q = Q.copy()
+    Q[5] += 40.0
+    Q, Z, Y, sw = (a.astype(dtype) for a in (Q, Z, Y, sw))
+    low, high = target_range(Y, sw, xp=np)
+    keys = Keys(
+        Z,
+        Y,
+        log_weights(sw, xp=np),
+        KERNELS["softmax"],
+        3,
+        readout=Readout(ridge=0.1, low=low, high=high),
+    )
+    tiles, blocks = keys.passes(), BlockPasses(keys)
+    assert isinstance(tiles, TilePasses)
+    rows = np.array([20, 3, 11, 0])
+    alpha = [0.5, 0.2, 0.3]
+    pairs = [
+        (tiles.estimates(Q, alpha), blocks.estimates(Q, alpha)),
+        (tiles.head_estimates(Q), blocks.head_estimates(Q)),
+        (
+            tiles.head_estimates(None, loo_rows=rows),
+            blocks.head_estimates(None, loo_rows=rows),
+        ),
+        *zip(
+            tiles.estimates_and_squared_spread(Q, alpha),
+            blocks.estimates_and_squared_spread(Q, alpha),
+        ),
+    ]
+    for got, expected in pairs:
+        assert got.dtype == dtype
+        assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+    # The lines are not the weighted means.
+    means = BlockPasses(dataclasses.replace(keys, readout=Readout())).estimates(Q)
+    assert np.abs(pairs[0][0] - means).max() > 10 * rtol * np.abs(means).max()

@@ -28,6 +28,7 @@ import numpy as np
 from nwensemble._fit.config import SolverResult
 from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
 from nwensemble._fit.loo_loss import loo_loss_and_grad
+from nwensemble._fit.precision import loss_rows
 from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.design import take_rows_of
 from nwensemble._shared.rows import take_rows
@@ -62,6 +63,9 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     n = positive.shape[0]
     batch = min(AUTO_BATCH if config.batch_size == "auto" else config.batch_size, n)
     Xv, Yv, swv = _validation_subset(val, rng=rng, xp=xp)
+    # Many float64 rows: the losses in float32, W and Adam's state as they are.
+    train = Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp, n_rows=n)
+    Xv, Yv, swv = loss_rows(Xv, Yv, swv, xp=xp, n_rows=n)
     W = xp.asarray(W0, dtype=Xs.dtype, device=dev)
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
@@ -76,9 +80,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     scored = config.early_stopping is not False
     monitor = EarlyStopping(
         lambda W: (
-            heldout_loss(
-                W, Xv, Yv, swv, Xt, Yt, swt, kernel=config.kernel, n_heads=n_heads
-            )
+            heldout_loss(W, Xv, Yv, swv, *train, kernel=config.kernel, n_heads=n_heads)
             if scored
             else curve[-1]
         ),
@@ -101,7 +103,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
                 continue
             swb = xp.take(swt, idx, axis=0)
             loss, grad = loo_loss_and_grad(
-                W,
+                xp.astype(W, Xt.dtype),
                 take_rows_of(Xt, idx, xp=xp),
                 xp.take(Yt, idx, axis=0),
                 swb / xp.sum(swb),
@@ -112,6 +114,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
                 kernel=config.kernel,
                 diversity=config.diversity,
             )
+            grad = xp.astype(grad, W.dtype)
             n_steps += 1
             m = b1 * m + (1.0 - b1) * grad
             v = b2 * v + (1.0 - b2) * grad * grad

@@ -62,11 +62,13 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
 
 def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, kernel, n_heads):
     """Weighted MSE of queries ``Xq`` predicted from keys ``Xk`` (no overlap)
-    through the projection ``W`` (an array of their namespace).
+    through the projection ``W`` (an array of their namespace), evaluated in
+    the rows' dtype.
 
     Used for early stopping: held-out rows are queries only, never keys.
     """
     xp, _ = namespace_of(Yk)
+    W = xp.astype(W, Yk.dtype, copy=False)
     keys = Keys.of(project(Xk, W), Yk, swk, kernel=kernel, n_heads=n_heads)
     R = keys.passes().estimates(project(Xq, W)) - Yq
     return float(xp.sum(swq * xp.sum(R * R, axis=1)))

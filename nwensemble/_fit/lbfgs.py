@@ -9,8 +9,8 @@ from nwensemble._fit.config import SolverResult
 from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
 from nwensemble._fit.loo_loss import loo_loss_and_grad
 from nwensemble._fit.optim import LBFGSRun
+from nwensemble._fit.precision import loss_rows
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.design import as_dtype
 from nwensemble._shared.rows import subsample
 
 # Coarse-to-fine fitting of one head: above twice this many rows, L-BFGS
@@ -21,10 +21,6 @@ COARSE_SIZE = 1024
 # After a subsample stage, the all-rows stage runs at most this many
 # iterations: more cost time and gained little (performance notes).
 _REFINE_MAX_ITER = 10
-# L-BFGS stages on at least this many float64 rows evaluate the loss in
-# float32 (the parameters and the fitted model stay float64): faster per
-# evaluation, and its rounding is far below ``tol`` (performance notes).
-_FLOAT32_LOSS_ROWS = 2048
 # The subsample stage stops at this many times ``tol``.
 _COARSE_TOL_FACTOR = 10.0
 
@@ -93,9 +89,7 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     W, n_iter, n_fev, curve, at_max_iter = W0, 0, 0, [], False
     for label, (Xst, Yst, swt) in stages:
         workspace = {}
-        if Xst.dtype == xp.float64 and Xst.shape[0] >= _FLOAT32_LOSS_ROWS:
-            Xst = as_dtype(Xst, xp.float32, xp=xp)
-            Yst, swt = (xp.astype(a, xp.float32) for a in (Yst, swt))
+        Xst, Yst, swt = loss_rows(Xst, Yst, swt, xp=xp)
 
         def fun(theta, Xst=Xst, Yst=Yst, swt=swt, workspace=workspace):
             return objective(

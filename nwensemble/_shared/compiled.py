@@ -5,10 +5,10 @@ AVX-512, and the softmax passes are bound by it. ``fast_exp`` is a
 vectorisable exp (``2^n exp(r)``, the power of two assembled in the exponent
 bits, see the performance notes for its error and rate); ``exp_tile``
 exponentiates a tile or block of logits in place with each row's own key
-set to zero in the same pass, and ``exp_tile_sums`` also sums the tile
-against the targets while it is in cache. The score products stay BLAS's.
-The kernels release the GIL (``map_on_host_threads`` spreads tasks over
-threads).
+set to zero in the same pass. The score products and the sums with the
+readout's columns stay BLAS's (faster than sums in the exp's loop, see the
+performance notes). The kernels release the GIL (``map_on_host_threads``
+spreads tasks over threads).
 
 They serve NumPy arrays on the host only (the array-API path stays as it
 is); ``kernels.Softmax.host_kernels`` is the one place that chooses them,
@@ -49,13 +49,10 @@ if numba is not None:
     # Fast-math without reassociation for the exp: reassociating its
     # argument reduction (x - n ln2_hi - n ln2_lo) would fold the two parts
     # of ln 2 back into one and cost up to 100 float64 ulps near -708.
-    # The sums, whose vectorisation needs reassociation, are compiled apart
-    # (fast-math flags stay with the instructions they were compiled with).
     _EXACT = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
     _jit_exact = numba.njit(
         nogil=True, cache=True, fastmath=_EXACT, error_model="numpy"
     )
-    _jit = numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
     def _bitcast(to, frm):
         """An intrinsic that reinterprets the bits of a ``frm`` as a ``to``."""
@@ -138,22 +135,4 @@ if numba is not None:
         starts at key ``c0``."""
         for r in range(A.shape[0]):
             _exp_row(A[r], left_out[r] - c0)
-        return A
-
-    @_jit
-    def exp_tile_sums(A, left_out, c0, Yt, num):
-        """``exp_tile`` and, in the same pass, ``num += A @ Yt[:, c0:c0 +
-        w].T`` (``Yt`` the targets and ones transposed, (c, n); ``num`` (rows,
-        c) float64)."""
-        rows, w = A.shape
-        c = Yt.shape[0]
-        for r in range(rows):
-            a = A[r]
-            _exp_row(a, left_out[r] - c0)
-            for k in range(c):
-                y = Yt[k, c0 : c0 + w]
-                total = 0.0
-                for j in range(w):
-                    total += a[j] * y[j]
-                num[r, k] += total
         return A

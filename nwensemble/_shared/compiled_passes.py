@@ -1,5 +1,5 @@
 """The softmax kernel's passes on the host through compiled kernels (see
-``compiled``): the tiles' sums in one fused pass per block of queries."""
+``compiled``): the tiles exponentiated by the compiled exp."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -11,23 +11,10 @@ from nwensemble._shared.tiles import TilePasses
 
 
 class CompiledTilePasses(TilePasses):
-    """``TilePasses`` whose tiles are exponentiated by the compiled kernels
-    (the score products stay BLAS's, on tiles that stay in cache): a
-    block's sums with the targets in the same pass as the exp
-    (``exp_tile_sums``), other tiles by ``exp_tile``."""
-
-    def _block_sums(self, q, operands, Y_aug, left_out):
-        m, n = q.shape[0], operands.shape[1]
-        tile = self._key_tile()
-        own = _own(left_out, m)
-        Yt = np.ascontiguousarray(Y_aug.T)
-        num = np.zeros((m, Yt.shape[0]))
-        buf = np.empty((m, tile), dtype=q.dtype)
-        for c0 in range(0, n, tile):
-            c1 = min(c0 + tile, n)
-            A = np.matmul(q, operands[:, c0:c1], out=buf[:, : c1 - c0])
-            compiled.exp_tile_sums(A, own, c0, Yt, num)
-        return num.astype(q.dtype)
+    """``TilePasses`` whose tiles are exponentiated by the compiled
+    ``exp_tile``, which also zeroes each query's left-out key in the same
+    pass; the score products and the sums with the readout's columns stay
+    BLAS's, on tiles that stay in cache."""
 
     def _tile_exp(self, dtype, left_out):
         def exp(A, c0):

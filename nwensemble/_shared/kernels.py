@@ -117,9 +117,8 @@ class Softmax(Kernel):
         # On the host, tiles sized for a core's cache, through the compiled
         # kernels where numba is there. On a GPU each tile would cost
         # several kernel launches and every row of tiles a read-back, while
-        # the blocks, sized by working_memory, are few. The tiles sum
-        # ``[y, 1]`` only: other readouts take the blocks.
-        if not eager_host(keys.xp) or not keys.readout.is_constant:
+        # the blocks, sized by working_memory, are few.
+        if not eager_host(keys.xp):
             return BlockPasses(keys)
         if self.host_kernels(keys.xp) is not None:
             return CompiledTilePasses(keys)

@@ -37,16 +37,11 @@ def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
     scikit-learn's ``working_memory``: memory stays O(block x n) whatever the
     number of queries.
     """
-    xp, kernel, Z, Y = keys.xp, keys.kernel, keys.Z, keys.Y
-    readout = keys.readout
+    xp, kernel, Z = keys.xp, keys.kernel, keys.Z
     head_keys = [
         kernel.keys(keys.head(h), keys.log_sw, xp=xp) for h in range(keys.n_heads)
     ]
-    shared = readout.columns(Y, None, xp=xp) if readout.is_constant else None
-    columns = [
-        shared if shared is not None else readout.columns(Y, keys.head(h), xp=xp)
-        for h in range(keys.n_heads)
-    ]
+    columns = readout_columns(keys)
     d = keys.head_dim
     m = Q.shape[0] if loo_rows is None else loo_rows.shape[0]
     chunk = chunk_rows(m, Z.shape[0], Z.dtype, n_blocks=n_blocks, xp=xp)
@@ -71,6 +66,16 @@ def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
                 exact_zeros=False,
             )
             yield HeadBlock(rows, h, E, num, fallback, Qb[:, cols], keys)
+
+
+def readout_columns(keys):
+    """Per head, the key-side columns whose attention sums its readout
+    reads (``Readout.columns``; one array shared by every head for the
+    local constant)."""
+    xp, readout = keys.xp, keys.readout
+    if readout.is_constant:
+        return [readout.columns(keys.Y, None, xp=xp)] * keys.n_heads
+    return [readout.columns(keys.Y, keys.head(h), xp=xp) for h in range(keys.n_heads)]
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,12 @@ from nwensemble._shared.backend import (
     row_major,
     workspace_buffer,
 )
-from nwensemble._shared.passes import BlockPasses, concat_rows, uniform_or
+from nwensemble._shared.passes import (
+    BlockPasses,
+    concat_rows,
+    readout_columns,
+    uniform_or,
+)
 
 # Tile shapes compared in the performance notes.
 _QUERY_TILE = 256
@@ -68,6 +73,10 @@ class TilePasses(BlockPasses):
         far from its keys) is computed by the blocks, which normalise first.
         """
         keys = self.keys
+        if not keys.readout.is_constant:  # its weights' squares: the blocks
+            return BlockPasses(keys).estimates_and_squared_spread(
+                Q, head_weights, loo_rows=loo_rows
+            )
         xp, Y = keys.xp, keys.Y
         alpha = uniform_or(head_weights, keys.n_heads)
         n_heads = len(alpha)
@@ -150,7 +159,7 @@ class TilePasses(BlockPasses):
         dev = device(Z)
         if m == 0:
             return [xp.zeros((0, t), dtype=Y.dtype, device=dev)] * n_heads
-        Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
+        columns = readout_columns(keys)
         queries, operands, biases = self._operands(Q)
         floor_sum = underflow_row_sum(Q.dtype, xp=xp)
 
@@ -158,25 +167,25 @@ class TilePasses(BlockPasses):
             h, r0 = task
             r1 = min(r0 + _QUERY_TILE, m)
             left_out = None if exclude is None else exclude[r0:r1]
+            cols = slice(h * d, (h + 1) * d)
             num = None
             if queries is not None:
                 num = self._block_sums(
-                    queries[h][r0:r1, :], operands[h], Y_aug, left_out
+                    queries[h][r0:r1, :], operands[h], columns[h], left_out
                 )
             if num is None or float(xp.min(num[:, -1])) < floor_sum:
                 # Some query is far from every key: attend's stable path.
-                cols = slice(h * d, (h + 1) * d)
                 skip = None if left_out is None else xp.asarray(left_out, device=dev)
                 _, num = attend(
                     Q[r0:r1, cols],
                     Z[:, cols],
                     biases[h],
-                    Y_aug,
+                    columns[h],
                     xp=xp,
                     exclude=skip,
                     exact_zeros=False,
                 )
-            return num[:, :t] / num[:, t:]
+            return keys.readout.estimate(num, Q[r0:r1, cols], xp=xp)
 
         tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
         big = m * n * n_heads >= _THREADED_SCORES
@@ -187,10 +196,11 @@ class TilePasses(BlockPasses):
         """Keys per tile (``_KEY_TILE``, read at each call)."""
         return _KEY_TILE
 
-    def _block_sums(self, q, operands, Y_aug, left_out):
-        """``E @ [Y, 1]`` for a block of queries ``q`` (operands of
-        ``_operands``), tile by tile, the weight of query ``r`` on key
-        ``left_out[r]`` (a NumPy array, or None) zero."""
+    def _block_sums(self, q, operands, R, left_out):
+        """``E @ R`` for a block of queries ``q`` (operands of
+        ``_operands``) and the readout's columns ``R`` (last column ones),
+        tile by tile, the weight of query ``r`` on key ``left_out[r]`` (a
+        NumPy array, or None) zero."""
         xp = self.keys.xp
         n = operands.shape[1]
         buf = workspace_buffer({}, (q.shape[0], _KEY_TILE), q, xp=xp)
@@ -201,7 +211,7 @@ class TilePasses(BlockPasses):
             _, num = _tile(
                 q,
                 operands,
-                Y_aug,
+                R,
                 c0,
                 c1,
                 num,
@@ -278,11 +288,11 @@ def _clamp(dtype, *, xp):
     return logit_floor(dtype, xp=xp) if dtype == xp.float64 else None
 
 
-def _tile(q, operands, Y_aug, c0, c1, num, *, exp, xp, out=None):
+def _tile(q, operands, R, c0, c1, num, *, exp, xp, out=None):
     """One tile: ``A``, the exponentiated logits of queries ``q`` on keys
     ``c0:c1`` (operands of ``TilePasses._operands``; ``exp`` from
     ``TilePasses._tile_exp``), and ``num`` (None at the first tile) plus
-    ``A @ Y_aug[c0:c1]``."""
+    ``A @ R[c0:c1]``."""
     A = exp(matmul_into(q, operands[:, c0:c1], out, xp=xp), c0)
-    part = A @ Y_aug[c0:c1, :]
+    part = A @ R[c0:c1, :]
     return A, part if num is None else num + part

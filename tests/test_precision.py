@@ -1,0 +1,59 @@
+"""The precision the solvers evaluate their losses in."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_friedman1
+from sklearn.exceptions import ConvergenceWarning
+
+import nwensemble._fit.adam as adam
+from nwensemble import MultiHeadNWRegressor
+from nwensemble._fit.precision import FLOAT32_LOSS_ROWS, loss_rows
+
+
+@pytest.mark.parametrize(
+    "n, dtype, expected",
+    [
+        (FLOAT32_LOSS_ROWS, np.float64, np.float32),
+        (FLOAT32_LOSS_ROWS - 1, np.float64, np.float64),
+        (FLOAT32_LOSS_ROWS, np.float32, np.float32),
+    ],
+)
+def test_many_float64_rows_take_float32_losses(ns, n, dtype, expected):
+    xp = ns.xp
+    X = ns.asarray(np.ones((n, 2)), dtype=dtype)
+    Y = ns.asarray(np.ones((n, 1)), dtype=dtype)
+    sw = ns.asarray(np.full(n, 1.0 / n), dtype=dtype)
+    for a in loss_rows(X, Y, sw, xp=xp):
+        assert a.dtype == xp.asarray(np.zeros(1, dtype=expected)).dtype
+        ns.check_output(a)
+
+
+def test_the_row_count_decides_when_given(ns):
+    """Adam decides by its training rows, then casts its held-out rows alike."""
+    xp = ns.xp
+    X, Y, sw = (ns.asarray(np.ones(s)) for s in ((10, 2), (10, 1), (10,)))
+    assert loss_rows(X, Y, sw, xp=xp, n_rows=FLOAT32_LOSS_ROWS)[0].dtype == xp.float32
+
+
+def test_adam_evaluates_float32_and_keeps_float64(monkeypatch):
+    """A float64 Adam fit on many rows takes its minibatch losses and its
+    held-out losses in float32; the model it fits stays float64."""
+    seen = {"loss": set(), "heldout": set()}
+
+    def spy(name, fn):
+        def wrapped(W, X, *args, **kwargs):
+            seen[name].add((str(W.dtype), str(X.dtype)))
+            return fn(W, X, *args, **kwargs)
+
+        monkeypatch.setattr(adam, fn.__name__, wrapped)
+
+    spy("loss", adam.loo_loss_and_grad)
+    spy("heldout", adam.heldout_loss)
+    X, y = make_friedman1(n_samples=2600, n_features=5, noise=0.5, random_state=0)
+    model = MultiHeadNWRegressor(n_heads=2, solver="adam", max_iter=2, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        model.fit(X, y)
+    assert seen["loss"] == {("float32", "float32")}
+    assert {x for _, x in seen["heldout"]} == {"float32"}
+    assert model.components_.dtype == np.float64
+    assert model.predict(X[:5]).dtype == np.float64
