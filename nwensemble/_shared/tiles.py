@@ -192,10 +192,6 @@ class TilePasses(BlockPasses):
         parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
         return [concat_rows(parts[h::n_heads], xp=xp) for h in range(n_heads)]
 
-    def _key_tile(self):
-        """Keys per tile (``_KEY_TILE``, read at each call)."""
-        return _KEY_TILE
-
     def _block_sums(self, q, operands, R, left_out):
         """``E @ R`` for a block of queries ``q`` (operands of
         ``_operands``) and the readout's columns ``R`` (last column ones),
