@@ -212,8 +212,9 @@ def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, 
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-4)])
 def test_tiles_read_a_local_linear_readout_as_the_blocks_do(monkeypatch, dtype, rtol):
     """With the local-linear readout the tiles (small, on threads, a query
-    far from every key on the stable path) sum its columns and read its
-    lines as the blocks do, for queries and for left-out training rows."""
+    far from every key on the stable path) sum its columns, read its lines
+    and square its weights as the blocks do, for queries and for left-out
+    training rows."""
     from nwensemble._shared.readout import Readout, target_range
 
     _small_tiles(monkeypatch)
@@ -245,7 +246,16 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(monkeypatch, dtype, 
             tiles.estimates_and_squared_spread(Q, alpha),
             blocks.estimates_and_squared_spread(Q, alpha),
         ),
+        *zip(
+            tiles.estimates_and_squared_spread(None, alpha, loo_rows=rows),
+            blocks.estimates_and_squared_spread(None, alpha, loo_rows=rows),
+        ),
     ]
+    *sums, fell = tiles.head_sums(None, loo_rows=rows)
+    *block_sums, block_fell = blocks.head_sums(None, loo_rows=rows)
+    assert not fell.any() and not block_fell.any()
+    for got, expected in zip(sums, block_sums):
+        pairs += list(zip(got, expected))
     for got, expected in pairs:
         assert got.dtype == dtype
         assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())

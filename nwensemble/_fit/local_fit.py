@@ -9,8 +9,7 @@ import dataclasses
 
 import numpy as np
 
-from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.passes import concat_rows, iter_head_attention
+from nwensemble._shared.backend import to_numpy
 from nwensemble._shared.readout import CONSTANT, Readout, target_range
 from nwensemble._shared.scaling import power_of_two_scale
 
@@ -62,7 +61,7 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
         return options[0], heads, fallback
     xp = keys.xp
     probe = dataclasses.replace(keys, readout=options[0])
-    nums, queries, fell = _head_sums(probe, rows)
+    nums, queries, fell = probe.passes().head_sums(None, loo_rows=rows)
     Y_rows = xp.take(keys.Y, rows, axis=0)
     t = Y_rows.shape[1]
     sw = np.asarray(sw_rows, dtype=np.float64)
@@ -96,22 +95,3 @@ def _estimate(readout, num, Qh, t, *, xp):
         return num[:, :t] / num[:, -1:]
     return readout.estimate(num, Qh, xp=xp)
 
-
-def _head_sums(keys, rows):
-    """Per head, the attention sums (m, k) of the leave-one-out rows ``rows``
-    and their coordinates (m, d) in the head's subspace, with the boolean
-    (n_heads, m) fallback mask."""
-    xp = keys.xp
-    H = keys.n_heads
-    nums, queries, fell = ([[] for _ in range(H)] for _ in range(3))
-    for block in iter_head_attention(None, keys, loo_rows=rows):
-        nums[block.h].append(block.num)
-        queries[block.h].append(block.Qh)
-        mask = block.fallback
-        if mask is None:
-            m = block.num.shape[0]
-            mask = xp.zeros(m, dtype=xp.bool, device=device(block.num))
-        fell[block.h].append(mask)
-    nums = [concat_rows(parts, xp=xp) for parts in nums]
-    queries = [concat_rows(parts, xp=xp) for parts in queries]
-    return nums, queries, xp.stack([concat_rows(parts, xp=xp) for parts in fell])

@@ -4,6 +4,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import copy
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
@@ -12,7 +13,7 @@ import scipy.sparse
 from array_api_compat import numpy as np_compat
 from sklearn import get_config
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 
 def get_namespace(X):
@@ -178,9 +179,17 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
         n_threads = min(_openmp_effective_n_threads(), len(tasks))
     if n_threads <= 1:
         return [fn(task) for task in tasks]
-    with threadpool_limits(1, user_api="blas"):
+    with _blas_libraries().limit(limits=1):
         with ThreadPoolExecutor(n_threads) as pool:
             return list(pool.map(fn, tasks))
+
+
+@functools.cache
+def _blas_libraries():
+    """The BLAS libraries loaded at the first call, NumPy's among them (the
+    tiles' products are NumPy's): found once, as a search of the loaded
+    libraries costs milliseconds per call."""
+    return ThreadpoolController().select(user_api="blas")
 
 
 def fill_masked(mask, values, other, *, xp):

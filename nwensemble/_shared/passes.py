@@ -214,6 +214,30 @@ class BlockPasses:
             sq.append(xp.sum(V * V, axis=1))
         return concat_rows(preds, xp=xp), concat_rows(sq, xp=xp)
 
+    def head_sums(self, Q, *, loo_rows=None):
+        """Every head's attention sums of its readout's columns and its
+        queries' coordinates: ``(nums, queries, fallback)``, lists over the
+        heads of (m, k) and (m, d) arrays (see ``iter_head_attention``) and
+        the boolean (n_heads, m) array of queries whose compact support was
+        empty. With ``loo_rows`` (``Q`` None), those training rows, each
+        leaving itself out.
+        """
+        keys = self.keys
+        xp = keys.xp
+        H = keys.n_heads
+        nums, queries, fell = ([[] for _ in range(H)] for _ in range(3))
+        for block in iter_head_attention(Q, keys, loo_rows=loo_rows):
+            nums[block.h].append(block.num)
+            queries[block.h].append(block.Qh)
+            mask = block.fallback
+            if mask is None:
+                m = block.num.shape[0]
+                mask = xp.zeros(m, dtype=xp.bool, device=device(block.num))
+            fell[block.h].append(mask)
+        nums = [concat_rows(parts, xp=xp) for parts in nums]
+        queries = [concat_rows(parts, xp=xp) for parts in queries]
+        return nums, queries, xp.stack([concat_rows(parts, xp=xp) for parts in fell])
+
     def head_estimates(self, Q, *, loo_rows=None, fallback=False):
         """Every head's NW estimates, stacked: (n_heads, m, t).
 

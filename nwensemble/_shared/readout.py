@@ -100,6 +100,20 @@ class Readout:
         fit = self._fit(num, Qh, xp=xp)
         return (E / s) * (fit.offset[:, None] + _dot_keys(fit.g, Zh, xp=xp))
 
+    def weight_factors(self, num, Qh, *, xp):
+        """The head's estimates (m, t) and the factors ``F`` (m, d + 1) of
+        its weights: query ``r``'s normalised weight on key ``i`` is
+        ``E[r, i] * (F[r] . [1, z_i])`` (``weights`` without the (m, n)
+        arrays; ``F`` is ``[1 / s, 0, ...]`` for the local constant)."""
+        s = num[:, -1:]
+        d = Qh.shape[1]
+        if self.is_constant:
+            zeros = xp.zeros((s.shape[0], d), dtype=s.dtype, device=device(s))
+            return self.estimate(num, Qh, xp=xp), xp.concat([1.0 / s, zeros], axis=1)
+        fit = self._fit(num, Qh, xp=xp)
+        factors = xp.concat([fit.offset[:, None], fit.g], axis=1) / s
+        return self._clip(fit.estimate, xp=xp), factors
+
     def left_out(self, E, num, Qh, Zh, Y, rows, *, xp):
         """The head's estimates (m, t) and, for each of the keys ``rows``
         (c,), its estimates without that key (m, c, t): the weighted fit

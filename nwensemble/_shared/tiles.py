@@ -73,14 +73,12 @@ class TilePasses(BlockPasses):
         far from its keys) is computed by the blocks, which normalise first.
         """
         keys = self.keys
-        if not keys.readout.is_constant:  # its weights' squares: the blocks
-            return BlockPasses(keys).estimates_and_squared_spread(
-                Q, head_weights, loo_rows=loo_rows
-            )
         xp, Y = keys.xp, keys.Y
         alpha = uniform_or(head_weights, keys.n_heads)
         n_heads = len(alpha)
         Q, exclude = self._queries(Q, loo_rows)
+        if not keys.readout.is_constant:
+            return self._line_spread(Q, alpha, exclude)
         m, n, t = Q.shape[0], keys.n_samples, Y.shape[1]
         dev = device(keys.Z)
         loo = None if exclude is None else xp.asarray(exclude, device=dev)
@@ -147,37 +145,141 @@ class TilePasses(BlockPasses):
             concat_rows([b[1] for b in parts], xp=xp),
         )
 
+    def _line_spread(self, Q, alpha, exclude):
+        """``estimates_and_squared_spread`` for local-linear heads, in two
+        passes: the first takes every head's sums and, from its local
+        lines, each query's factors ``F_h`` of its weights
+        (``Readout.weight_factors``); the second recomputes the attention
+        tile by tile and sums the squares of the combined weights ``sum_h
+        alpha_h E_h (F_h . [1, z])``. A tile of queries whose sums took the
+        stable path is computed by the blocks."""
+        keys = self.keys
+        xp, n_heads, d = keys.xp, keys.n_heads, keys.head_dim
+        m, n = Q.shape[0], keys.n_samples
+        dev = device(keys.Z)
+
+        def factors(h, rows, num, stable):
+            est, F = keys.readout.weight_factors(
+                num, Q[rows, h * d : (h + 1) * d], xp=xp
+            )
+            return est, alpha[h] * F, stable
+
+        parts = self._per_head_tile(Q, exclude, factors)
+        est = None
+        for a, tiles in zip(alpha, parts):
+            head = concat_rows([tile[0] for tile in tiles], xp=xp)
+            est = a * head if est is None else est + a * head
+        F = [[tile[1] for tile in tiles] for tiles in parts]
+        stable = [
+            any(parts[h][i][2] for h in range(n_heads)) for i in range(len(parts[0]))
+        ]
+        if m == 0:
+            return est, xp.zeros((0,), dtype=Q.dtype, device=dev)
+        queries, operands, _ = self._operands(Q)
+        ones = xp.ones((n, 1), dtype=Q.dtype, device=dev)
+        lines = [
+            row_major(xp.concat([ones, keys.head(h)], axis=1).T, xp=xp)
+            for h in range(n_heads)
+        ]
+        blocks = BlockPasses(keys)
+        loo = None if exclude is None else xp.asarray(exclude, device=dev)
+
+        def spread_tile(i):
+            r0 = i * _QUERY_TILE
+            rows = slice(r0, min(r0 + _QUERY_TILE, m))
+            if queries is None or stable[i]:
+                return blocks.estimates_and_squared_spread(
+                    Q[rows, :] if loo is None else None,
+                    alpha,
+                    loo_rows=None if loo is None else loo[rows],
+                )[1]
+            exp = self._tile_exp(Q.dtype, None if exclude is None else exclude[rows])
+            sq = None
+            for c0 in range(0, n, _KEY_TILE):
+                c1 = min(c0 + _KEY_TILE, n)
+                V = None
+                for h in range(n_heads):
+                    A = exp(queries[h][rows, :] @ operands[h][:, c0:c1], c0)
+                    part = A * (F[h][i] @ lines[h][:, c0:c1])
+                    V = part if V is None else V + part
+                tile_sq = xp.sum(V * V, axis=1)
+                sq = tile_sq if sq is None else sq + tile_sq
+            return sq
+
+        n_tiles = len(stable)
+        big = m * n * n_heads >= _THREADED_SCORES
+        sq = map_on_host_threads(spread_tile, range(n_tiles), xp=xp, threads=big)
+        return est, concat_rows(sq, xp=xp)
+
+    def head_sums(self, Q, *, loo_rows=None):
+        """See ``BlockPasses``; no query falls back (softmax keys)."""
+        keys = self.keys
+        xp, d = keys.xp, keys.head_dim
+        Q, exclude = self._queries(Q, loo_rows)
+        parts = self._per_head_tile(Q, exclude, lambda h, rows, num, stable: num)
+        nums = [concat_rows(tiles, xp=xp) for tiles in parts]
+        queries = [Q[:, h * d : (h + 1) * d] for h in range(keys.n_heads)]
+        fallback = xp.zeros(
+            (keys.n_heads, Q.shape[0]), dtype=xp.bool, device=device(keys.Z)
+        )
+        return nums, queries, fallback
+
     def _heads(self, Q, *, exclude=None):
-        """Every head's estimates (a list of (m, t) arrays), heads and query
-        blocks spread over threads. With ``exclude`` (a NumPy integer array,
-        one key index per query), query ``r`` gives key ``exclude[r]`` no
-        weight (leave-one-out)."""
+        """Every head's estimates (a list of (m, t) arrays). With ``exclude``
+        (a NumPy integer array, one key index per query), query ``r`` gives
+        key ``exclude[r]`` no weight (leave-one-out)."""
+        keys = self.keys
+        d = keys.head_dim
+
+        def estimate(h, rows, num, stable):
+            return keys.readout.estimate(num, Q[rows, h * d : (h + 1) * d], xp=keys.xp)
+
+        parts = self._per_head_tile(Q, exclude, estimate)
+        return [concat_rows(tiles, xp=keys.xp) for tiles in parts]
+
+    def _per_head_tile(self, Q, exclude, finish):
+        """``finish(h, rows, num, stable)`` for every head ``h`` and tile of
+        query rows ``rows`` (a slice), ``num`` the attention's sums of the
+        head's readout columns there, ``stable`` whether they came from
+        ``attend``'s stable path (some query far from every key: sums
+        scaled by each row's largest weight); heads and tiles spread over
+        threads. Returns the results per head, a list over its tiles in
+        order (see ``_heads`` for ``exclude``)."""
         keys = self.keys
         xp, Z, Y, n_heads = keys.xp, keys.Z, keys.Y, keys.n_heads
-        m, n, t = Q.shape[0], Z.shape[0], Y.shape[1]
+        m, n = Q.shape[0], Z.shape[0]
         d = keys.head_dim
         dev = device(Z)
-        if m == 0:
-            return [xp.zeros((0, t), dtype=Y.dtype, device=dev)] * n_heads
         columns = readout_columns(keys)
+        if m == 0:
+            return [
+                finish(
+                    h,
+                    slice(0, 0),
+                    xp.zeros((0, R.shape[1]), dtype=Y.dtype, device=dev),
+                    False,
+                )
+                for h, R in enumerate(columns)
+            ]
         queries, operands, biases = self._operands(Q)
         floor_sum = underflow_row_sum(Q.dtype, xp=xp)
 
         def head_block(task):
             h, r0 = task
-            r1 = min(r0 + _QUERY_TILE, m)
-            left_out = None if exclude is None else exclude[r0:r1]
+            rows = slice(r0, min(r0 + _QUERY_TILE, m))
+            left_out = None if exclude is None else exclude[rows]
             cols = slice(h * d, (h + 1) * d)
             num = None
             if queries is not None:
                 num = self._block_sums(
-                    queries[h][r0:r1, :], operands[h], columns[h], left_out
+                    queries[h][rows, :], operands[h], columns[h], left_out
                 )
-            if num is None or float(xp.min(num[:, -1])) < floor_sum:
+            stable = num is None or float(xp.min(num[:, -1])) < floor_sum
+            if stable:
                 # Some query is far from every key: attend's stable path.
                 skip = None if left_out is None else xp.asarray(left_out, device=dev)
                 _, num = attend(
-                    Q[r0:r1, cols],
+                    Q[rows, cols],
                     Z[:, cols],
                     biases[h],
                     columns[h],
@@ -185,12 +287,12 @@ class TilePasses(BlockPasses):
                     exclude=skip,
                     exact_zeros=False,
                 )
-            return keys.readout.estimate(num, Q[r0:r1, cols], xp=xp)
+            return finish(h, rows, num, stable)
 
         tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
         big = m * n * n_heads >= _THREADED_SCORES
         parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
-        return [concat_rows(parts[h::n_heads], xp=xp) for h in range(n_heads)]
+        return [parts[h::n_heads] for h in range(n_heads)]
 
     def _block_sums(self, q, operands, R, left_out):
         """``E @ R`` for a block of queries ``q`` (operands of
