@@ -238,7 +238,7 @@ def main():
             results[set_name][name] = (rmse, fit)
             se = rmse.std() / np.sqrt(len(rmse))
             print(
-                f"  {name:<40}RMSE {rmse.mean():>10.4f} ± {se:<8.4f}fit {fit:>8.2f} s",
+                f"  {name:<40}RMSE {rmse.mean():>10.5g} ± {se:<8.2g}fit {fit:>8.2f} s",
                 flush=True,
             )
         cells = [f"{r.mean():.4g} ({t:.1f} s)" for r, t in results[set_name].values()]
