@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._shared.backend import (
     get_namespace,
+    map_on_host_threads,
     move_to,
     row_major,
     same_namespace_or_raise,
@@ -261,3 +262,15 @@ def test_cupy_input_with_dispatch_off_says_what_to_do(monkeypatch):
     X = xps.asarray(np.ones((10, 2)))
     with pytest.raises(ValueError, match="CuPy input needs scikit-learn's array API"):
         NWAttentionRegressor().fit(X, xps.asarray(np.arange(10.0)))
+
+
+def test_host_threads_map_in_order_and_nest():
+    """``map_on_host_threads`` keeps the tasks' order, and a task that maps
+    again runs its own tasks rather than waiting on the busy threads."""
+
+    def inner(i):
+        return map_on_host_threads(lambda j: 10 * i + j, range(3), xp=np)
+
+    assert map_on_host_threads(inner, range(4), xp=np) == [
+        [10 * i + j for j in range(3)] for i in range(4)
+    ]

@@ -152,6 +152,20 @@ def test_ensemble_loss_matches_mean_of_heads(n_heads):
     assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("diversity", [0.0, 0.5])
+def test_heads_on_threads_give_the_sequential_loss(monkeypatch, diversity):
+    """The heads' passes on threads (above ``THREADED_SCORES``) give the
+    loss and gradient of the passes in order."""
+    W, X, Y, sw = _problem(60, 5, 8, 2, weighted=True, seed=3)
+    options = dict(xp=np, n_heads=4, diversity=diversity, workspace={})
+    monkeypatch.setattr(loo_loss, "THREADED_SCORES", np.inf)
+    in_order = loo_loss_and_grad(W, X, Y, sw, **options)
+    monkeypatch.setattr(loo_loss, "THREADED_SCORES", 1)
+    threaded = loo_loss_and_grad(W, X, Y, sw, **options)
+    assert_allclose(threaded[0], in_order[0], rtol=1e-14)
+    assert_allclose(threaded[1], in_order[1], rtol=1e-12, atol=1e-15)
+
+
 @pytest.mark.parametrize("t", [1, 2])
 def test_ensemble_gradient_matches_finite_differences(t):
     """The joint gradient of three heads equals central differences to 1e-5."""

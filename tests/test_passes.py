@@ -24,7 +24,7 @@ def _small_tiles(monkeypatch):
     """Tiles of a few rows and keys, on threads whatever their size."""
     monkeypatch.setattr(tiles_module, "_QUERY_TILE", 4)
     monkeypatch.setattr(tiles_module, "_KEY_TILE", 7)
-    monkeypatch.setattr(tiles_module, "_THREADED_SCORES", 1)
+    monkeypatch.setattr(tiles_module, "THREADED_SCORES", 1)
 
 
 def _softmax_weights(Q, Z, sw):

@@ -94,4 +94,3 @@ def _estimate(readout, num, Qh, t, *, xp):
     if readout.is_constant:
         return num[:, :t] / num[:, -1:]
     return readout.estimate(num, Qh, xp=xp)
-

@@ -8,7 +8,7 @@ its gradient."""
 from typing import NamedTuple
 
 from nwensemble._shared.attention import log_weights
-from nwensemble._shared.backend import device
+from nwensemble._shared.backend import THREADED_SCORES, device, map_on_host_threads
 from nwensemble._shared.design import backproject, project
 
 
@@ -106,18 +106,32 @@ def loo_loss_and_grad_z(
     directions needs (``dloss / dlog c_j = sum_i Z_ij (dloss / dZ)_ij`` when
     column ``j`` of ``W`` is scaled by ``c_j``).
     """
+    n = Z.shape[0]
     d = Z.shape[1] // n_heads
     log_sw = log_weights(sw, xp=xp)
-    heads = []
-    Y_hat = None
-    for h in range(n_heads):
-        Zh = Z[:, h * d : (h + 1) * d]
-        ws = None if workspace is None else workspace.setdefault(h, {})
-        head = _loo_forward(
-            Zh, Y, log_sw, kernel=kernel, xp=xp, with_grad=return_grad, workspace=ws
+    spaces = [
+        None if workspace is None else workspace.setdefault(h, {})
+        for h in range(n_heads)
+    ]
+    # The heads' passes are independent: on the host, on threads when the
+    # blocks are large enough to pay for them.
+    threads = n_heads > 1 and n * n * n_heads >= THREADED_SCORES
+
+    def forward(h):
+        return _loo_forward(
+            Z[:, h * d : (h + 1) * d],
+            Y,
+            log_sw,
+            kernel=kernel,
+            xp=xp,
+            with_grad=return_grad,
+            workspace=spaces[h],
         )
-        heads.append(head)
-        Y_hat = head.Y_hat if Y_hat is None else Y_hat + head.Y_hat
+
+    heads = map_on_host_threads(forward, range(n_heads), xp=xp, threads=threads)
+    Y_hat = heads[0].Y_hat
+    for head in heads[1:]:
+        Y_hat = Y_hat + head.Y_hat
     if n_heads > 1:
         Y_hat = Y_hat / n_heads
     R = Y_hat - Y
@@ -134,17 +148,16 @@ def loo_loss_and_grad_z(
     # d ambiguity / d Y_hat_h = 2 sw S_h / H: the spreads sum to zero over
     # the heads, so the ensemble mean's own dependence drops out.
     scale = (2.0 / n_heads) * sw[:, None]
-    LZ = [
-        _loo_backward(
-            head,
-            scale * (R if S is None else R - diversity * S),
-            Y,
-            kernel=kernel,
-            xp=xp,
-        )
-        for head, S in zip(heads, spread)
-    ]
+
+    def backward(task):
+        head, S = task
+        U = scale * (R if S is None else R - diversity * S)
+        return _loo_backward(head, U, Y, kernel=kernel, xp=xp)
+
+    tasks = list(zip(heads, spread))
     del heads
+    LZ = map_on_host_threads(backward, tasks, xp=xp, threads=threads)
+    del tasks
     LZ = LZ[0] if n_heads == 1 else xp.concat(LZ, axis=1)
     return loss, -LZ
 

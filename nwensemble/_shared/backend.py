@@ -5,6 +5,8 @@
 
 import copy
 import functools
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
@@ -166,6 +168,12 @@ def matmul_into(a, b, out, *, xp):
     return a @ b
 
 
+# Scores (queries x keys x heads) from which a pass runs on threads:
+# threads (and the BLAS limit around them) cost a fraction of a millisecond
+# to set up, worth it only for large products.
+THREADED_SCORES = 1 << 22
+
+
 def map_on_host_threads(fn, tasks, *, xp, threads=True):
     """``[fn(task) for task in tasks]``, on one thread per core for NumPy.
 
@@ -177,11 +185,38 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
     n_threads = 1
     if threads and array_api_compat.is_numpy_namespace(xp):
         n_threads = min(_openmp_effective_n_threads(), len(tasks))
-    if n_threads <= 1:
+    if n_threads <= 1 or threading.current_thread().name.startswith(_POOL_NAME):
+        # A task of the pool that maps again runs its tasks itself: waiting
+        # on the pool from inside it could leave no thread to run them.
         return [fn(task) for task in tasks]
     with _blas_libraries().limit(limits=1):
-        with ThreadPoolExecutor(n_threads) as pool:
-            return list(pool.map(fn, tasks))
+        return list(_host_pool().map(fn, tasks))
+
+
+_POOL_NAME = "nwensemble-host"
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _host_pool():
+    """The threads of ``map_on_host_threads``, one per core, started once
+    (starting them took 0.4 ms a call) and again in a forked child."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                _openmp_effective_n_threads(), thread_name_prefix=_POOL_NAME
+            )
+        return _pool
+
+
+def _forget_pool():
+    """In a forked child the parent's threads are gone: start new ones."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 @functools.cache

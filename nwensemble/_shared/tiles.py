@@ -21,6 +21,7 @@ from nwensemble._shared.attention import (
     underflow_row_sum,
 )
 from nwensemble._shared.backend import (
+    THREADED_SCORES,
     device,
     exp_inplace,
     map_on_host_threads,
@@ -39,10 +40,6 @@ from nwensemble._shared.passes import (
 # Tile shapes compared in the performance notes.
 _QUERY_TILE = 256
 _KEY_TILE = 512
-# Scores (queries x keys x heads) from which the tiles run on threads:
-# threads (and the BLAS limit around them) cost about a millisecond to set
-# up, worth it only for large products.
-_THREADED_SCORES = 1 << 22
 
 
 class TilePasses(BlockPasses):
@@ -136,7 +133,7 @@ class TilePasses(BlockPasses):
                 sq = sq + (1.0 if g == h else 2.0) * c[g] * c[h] * gram
             return est, sq
 
-        big = m * n * n_heads >= _THREADED_SCORES
+        big = m * n * n_heads >= THREADED_SCORES
         parts = map_on_host_threads(
             query_block, range(0, m, _QUERY_TILE), xp=xp, threads=big
         )
@@ -207,7 +204,7 @@ class TilePasses(BlockPasses):
             return sq
 
         n_tiles = len(stable)
-        big = m * n * n_heads >= _THREADED_SCORES
+        big = m * n * n_heads >= THREADED_SCORES
         sq = map_on_host_threads(spread_tile, range(n_tiles), xp=xp, threads=big)
         return est, concat_rows(sq, xp=xp)
 
@@ -290,7 +287,7 @@ class TilePasses(BlockPasses):
             return finish(h, rows, num, stable)
 
         tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
-        big = m * n * n_heads >= _THREADED_SCORES
+        big = m * n * n_heads >= THREADED_SCORES
         parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
         return [parts[h::n_heads] for h in range(n_heads)]
 
