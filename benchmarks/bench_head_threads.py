@@ -1,20 +1,21 @@
 """A lever for issues 33 and 34, measured: the heads' training passes on
 threads.
 
-The leave-one-out loss and gradient of several heads run each head's
-forward and backward pass on the host's threads once its blocks hold at
-least ``THREADED_SCORES`` scores (``_fit/loo_loss.py``), with BLAS on one
-thread. This script compares that with the heads in order (the threshold
-set out of reach), ``MultiHeadNWRegressor(random_state=0)`` on the numeric
-tables of ``../shared/data`` with at least ``--min-rows`` rows, the folds
-of ``bench_accuracy.py``: median fit time of each and their ratio, and the
-mean test RMSE of each (the same where the fit takes Adam, whose
+The leave-one-out loss and gradient run each head's forward and backward
+pass on the host's threads once its blocks hold at least
+``THREADED_SCORES`` scores (``_fit/loo_loss.py``), with BLAS on one
+thread. This script compares that with the passes in order (the threshold
+set out of reach), each of ``--models`` with ``random_state=0`` on the
+numeric tables of ``../shared/data`` with at least ``--min-rows`` rows, the
+folds of ``bench_accuracy.py``: median fit time of each and their ratio,
+and the mean test RMSE of each (the same where the fit takes Adam, whose
 evaluations run on one BLAS thread either way; L-BFGS's may differ by
 rounding, as its evaluations took two BLAS threads where that was faster).
 
 This is a measurement script: it patches the private loss module.
 
-Run: ``python benchmarks/bench_head_threads.py [--folds 2] [--min-rows 1000]``
+Run: ``python benchmarks/bench_head_threads.py [--folds 2] [--min-rows 1000]
+[--models MultiHeadNW]``
 """
 
 import argparse
@@ -33,7 +34,9 @@ from _common import cpu_line  # noqa: E402
 from bench_accuracy import numeric_sets  # noqa: E402
 
 import nwensemble._fit.loo_loss as loo_loss  # noqa: E402
-from nwensemble import MultiHeadNWRegressor  # noqa: E402
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor  # noqa: E402
+
+MODELS = {"MultiHeadNW": MultiHeadNWRegressor, "NWAttention": NWAttentionRegressor}
 
 THREADED = loo_loss.THREADED_SCORES
 VARIANTS = {"in order": np.inf, "threads": THREADED}
@@ -43,44 +46,48 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folds", type=int, default=2, help="first folds to run")
     parser.add_argument("--min-rows", type=int, default=1000)
+    parser.add_argument("--models", nargs="*", default=["MultiHeadNW"])
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     args = parser.parse_args()
     print(cpu_line())
     print(
-        f"{'set':<28}{'RMSE order':>11}{'RMSE thr':>11}"
+        f"{'set':<28}{'model':<13}{'RMSE order':>11}{'RMSE thr':>11}"
         f"{'fit order s':>12}{'fit thr s':>10}{'ratio':>7}"
     )
-    speed = []
+    speed = {m: [] for m in args.models}
     for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
         if X.shape[0] < args.min_rows:
             continue
-        rmse = {v: [] for v in VARIANTS}
-        fit_s = {v: [] for v in VARIANTS}
-        for train, test in folds[: args.folds]:
-            for variant, threshold in VARIANTS.items():
-                loo_loss.THREADED_SCORES = threshold
-                model = MultiHeadNWRegressor(random_state=0)
-                start = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    model.fit(X[train], y[train])
-                fit_s[variant].append(time.perf_counter() - start)
-                err = model.predict(X[test]) - y[test]
-                rmse[variant].append(float(np.sqrt(np.mean(err**2))))
-        loo_loss.THREADED_SCORES = THREADED
-        t_order, t_threads = (np.median(fit_s[v]) for v in VARIANTS)
-        speed.append(t_order / t_threads)
-        r_order, r_threads = (np.mean(rmse[v]) for v in VARIANTS)
-        print(
-            f"{name:<28}{r_order:>11.5g}{r_threads:>11.5g}"
-            f"{t_order:>12.2f}{t_threads:>10.2f}{t_order / t_threads:>7.2f}",
-            flush=True,
-        )
-    if speed:
-        print(
-            f"fit time in order / on threads: median {np.median(speed):.2f}x, "
-            f"range {min(speed):.2f}-{max(speed):.2f}x"
-        )
+        for model_name in args.models:
+            rmse = {v: [] for v in VARIANTS}
+            fit_s = {v: [] for v in VARIANTS}
+            for train, test in folds[: args.folds]:
+                for variant, threshold in VARIANTS.items():
+                    loo_loss.THREADED_SCORES = threshold
+                    model = MODELS[model_name](random_state=0)
+                    start = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        model.fit(X[train], y[train])
+                    fit_s[variant].append(time.perf_counter() - start)
+                    err = model.predict(X[test]) - y[test]
+                    rmse[variant].append(float(np.sqrt(np.mean(err**2))))
+            loo_loss.THREADED_SCORES = THREADED
+            t_order, t_threads = (np.median(fit_s[v]) for v in VARIANTS)
+            speed[model_name].append(t_order / t_threads)
+            r_order, r_threads = (np.mean(rmse[v]) for v in VARIANTS)
+            print(
+                f"{name:<28}{model_name:<13}{r_order:>11.5g}{r_threads:>11.5g}"
+                f"{t_order:>12.2f}{t_threads:>10.2f}{t_order / t_threads:>7.2f}",
+                flush=True,
+            )
+    for model_name, ratios in speed.items():
+        if ratios:
+            print(
+                f"{model_name}: fit time in order / on threads: median "
+                f"{np.median(ratios):.2f}x, range {min(ratios):.2f}-"
+                f"{max(ratios):.2f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -152,16 +152,20 @@ def test_ensemble_loss_matches_mean_of_heads(n_heads):
     assert_allclose(loss, np.sum(sw * np.sum(R**2, axis=1)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("diversity", [0.0, 0.5])
-def test_heads_on_threads_give_the_sequential_loss(monkeypatch, diversity):
+@pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
+@pytest.mark.parametrize("n_heads, diversity", [(2, 0.5), (4, 0.0)])
+def test_heads_on_threads_give_the_sequential_loss(
+    monkeypatch, kernel, n_heads, diversity
+):
     """The heads' passes on threads (above ``THREADED_SCORES``) give the
     loss and gradient of the passes in order."""
-    W, X, Y, sw = _problem(60, 5, 8, 2, weighted=True, seed=3)
-    options = dict(xp=np, n_heads=4, diversity=diversity, workspace={})
+    W, X, Y, sw = _problem(61, 5, 2 * n_heads, 2, weighted=True, seed=3)
+    W = W * 0.3 if kernel != "softmax" else W
+    options = dict(xp=np, n_heads=n_heads, diversity=diversity, kernel=kernel)
     monkeypatch.setattr(loo_loss, "THREADED_SCORES", np.inf)
-    in_order = loo_loss_and_grad(W, X, Y, sw, **options)
+    in_order = loo_loss_and_grad(W, X, Y, sw, workspace={}, **options)
     monkeypatch.setattr(loo_loss, "THREADED_SCORES", 1)
-    threaded = loo_loss_and_grad(W, X, Y, sw, **options)
+    threaded = loo_loss_and_grad(W, X, Y, sw, workspace={}, **options)
     assert_allclose(threaded[0], in_order[0], rtol=1e-14)
     assert_allclose(threaded[1], in_order[1], rtol=1e-12, atol=1e-15)
 

@@ -8,8 +8,13 @@ its gradient."""
 from typing import NamedTuple
 
 from nwensemble._shared.attention import log_weights
-from nwensemble._shared.backend import THREADED_SCORES, device, map_on_host_threads
+from nwensemble._shared.backend import device, map_on_host_threads
 from nwensemble._shared.design import backproject, project
+
+# Scores (rows x rows x heads) from which the heads' passes run on threads:
+# below, the threads cost more than they save (the break-even measured in
+# the performance notes: a million).
+THREADED_SCORES = 1 << 20
 
 
 def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):

@@ -110,12 +110,12 @@ def attend(
     masks are needed then.
     """
     out = workspace_buffer(workspace, (Q.shape[0], Z.shape[0]), Q, xp=xp)
-    mask = None
-    if exclude is not None:
-        keys = xp.arange(Z.shape[0], device=device(Z))
-        mask = keys[None, :] == exclude[:, None]
     kw = dict(
-        xp=xp, leave_one_out=leave_one_out, mask=mask, out=out, exact_zeros=exact_zeros
+        xp=xp,
+        leave_one_out=leave_one_out,
+        exclude=exclude,
+        out=out,
+        exact_zeros=exact_zeros,
     )
     if exp is not None:
         own = exclude
@@ -141,9 +141,15 @@ def attend(
 
 
 def _exp_logits(
-    Q, Z, bias, *, xp, leave_one_out, mask, stable, out, exact_zeros, exp=None
+    Q, Z, bias, *, xp, leave_one_out, exclude, stable, out, exact_zeros, exp=None
 ):
     A = attention_logits(Q, Z, bias, xp=xp, query_norms=not stable, out=out)
+    mask = None
+    if exclude is not None and (stable or exp is None):
+        # The (m, n) mask of the excluded keys, only where it is read: the
+        # compiled exp zeroes them itself.
+        keys = xp.arange(Z.shape[0], device=device(Z))
+        mask = keys[None, :] == exclude[:, None]
     if leave_one_out and stable:
         A = set_diagonal(A, -math.inf, xp=xp)
     if mask is not None and stable:
