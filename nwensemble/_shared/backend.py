@@ -168,10 +168,10 @@ def matmul_into(a, b, out, *, xp):
     return a @ b
 
 
-# Scores (queries x keys x heads) from which a pass runs on threads:
-# threads (and the BLAS limit around them) cost a fraction of a millisecond
-# to set up, worth it only for large products.
-THREADED_SCORES = 1 << 22
+# Scores (queries x keys x heads) from which a pass runs on threads: below,
+# the threads cost more than they save (the break-even measured in the
+# performance notes: about two million).
+THREADED_SCORES = 1 << 21
 
 
 def map_on_host_threads(fn, tasks, *, xp, threads=True):
