@@ -19,10 +19,10 @@ Run: ``python benchmarks/bench_head_threads.py [--folds 2] [--min-rows 1000]
 """
 
 import argparse
+import contextlib
 import os
 import sys
-import time
-import warnings
+from unittest import mock
 
 import numpy as np
 
@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
+from _common import cpu_line, fit_variants  # noqa: E402
 from bench_accuracy import numeric_sets  # noqa: E402
 
 import nwensemble._fit.loo_loss as loo_loss  # noqa: E402
@@ -38,8 +38,10 @@ from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor  # noqa: E402
 
 MODELS = {"MultiHeadNW": MultiHeadNWRegressor, "NWAttention": NWAttentionRegressor}
 
-THREADED = loo_loss.THREADED_SCORES
-VARIANTS = {"in order": np.inf, "threads": THREADED}
+VARIANTS = {
+    "in order": lambda: mock.patch.object(loo_loss, "THREADED_SCORES", np.inf),
+    "threads": contextlib.nullcontext,
+}
 
 
 def main():
@@ -59,20 +61,13 @@ def main():
         if X.shape[0] < args.min_rows:
             continue
         for model_name in args.models:
-            rmse = {v: [] for v in VARIANTS}
-            fit_s = {v: [] for v in VARIANTS}
-            for train, test in folds[: args.folds]:
-                for variant, threshold in VARIANTS.items():
-                    loo_loss.THREADED_SCORES = threshold
-                    model = MODELS[model_name](random_state=0)
-                    start = time.perf_counter()
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        model.fit(X[train], y[train])
-                    fit_s[variant].append(time.perf_counter() - start)
-                    err = model.predict(X[test]) - y[test]
-                    rmse[variant].append(float(np.sqrt(np.mean(err**2))))
-            loo_loss.THREADED_SCORES = THREADED
+            rmse, fit_s = fit_variants(
+                lambda: MODELS[model_name](random_state=0),
+                X,
+                y,
+                folds[: args.folds],
+                VARIANTS,
+            )
             t_order, t_threads = (np.median(fit_s[v]) for v in VARIANTS)
             speed[model_name].append(t_order / t_threads)
             r_order, r_threads = (np.mean(rmse[v]) for v in VARIANTS)

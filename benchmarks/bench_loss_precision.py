@@ -18,10 +18,10 @@ Run: ``python benchmarks/bench_loss_precision.py [--folds 5]
 """
 
 import argparse
+import contextlib
 import os
 import sys
-import time
-import warnings
+from unittest import mock
 
 import numpy as np
 
@@ -29,14 +29,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
+from _common import cpu_line, fit_variants  # noqa: E402
 from bench_accuracy import numeric_sets  # noqa: E402
 
 import nwensemble._fit.adam as adam  # noqa: E402
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor  # noqa: E402
 
 MODELS = {"MultiHeadNW": MultiHeadNWRegressor, "NWAttention": NWAttentionRegressor}
-FLOAT32 = adam.loss_rows
 
 
 def float64(X, Y, sw, *, xp, n_rows=None):
@@ -44,7 +43,10 @@ def float64(X, Y, sw, *, xp, n_rows=None):
     return X, Y, sw
 
 
-VARIANTS = {"float64": float64, "float32": FLOAT32}
+VARIANTS = {
+    "float64": lambda: mock.patch.object(adam, "loss_rows", float64),
+    "float32": contextlib.nullcontext,
+}
 
 
 def main():
@@ -64,20 +66,13 @@ def main():
         if X.shape[0] < args.min_rows:
             continue
         for model_name in args.models:
-            rmse = {v: [] for v in VARIANTS}
-            fit_s = {v: [] for v in VARIANTS}
-            for train, test in folds[: args.folds]:
-                for variant, rows in VARIANTS.items():
-                    adam.loss_rows = rows
-                    model = MODELS[model_name](random_state=0)
-                    start = time.perf_counter()
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        model.fit(X[train], y[train])
-                    fit_s[variant].append(time.perf_counter() - start)
-                    err = model.predict(X[test]) - y[test]
-                    rmse[variant].append(float(np.sqrt(np.mean(err**2))))
-            adam.loss_rows = FLOAT32
+            rmse, fit_s = fit_variants(
+                lambda: MODELS[model_name](random_state=0),
+                X,
+                y,
+                folds[: args.folds],
+                VARIANTS,
+            )
             r64, r32 = np.mean(rmse["float64"]), np.mean(rmse["float32"])
             t64, t32 = np.median(fit_s["float64"]), np.median(fit_s["float32"])
             ratios[model_name].append(r32 / r64)

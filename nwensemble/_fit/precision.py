@@ -1,9 +1,9 @@
 """The precision a solver evaluates its loss in.
 
 A float64 fit on many rows evaluates its training and held-out losses in
-float32: an evaluation costs about a third as much (the exp and the (n, n)
-products run at twice the width), and the loss's rounding, about 1e-7 of
-its value, is far below ``tol`` and below a minibatch's noise. The
+float32: an evaluation costs less (the exp and the (n, n) products run at
+twice the width), and the loss's rounding, float32's relative precision,
+is far below ``tol`` and below a minibatch's noise. The
 parameters, the optimiser's state and the fitted model stay float64
 (performance notes).
 """

@@ -200,7 +200,8 @@ _pool_lock = threading.Lock()
 
 def _host_pool():
     """The threads of ``map_on_host_threads``, one per core, started once
-    (starting them took 0.4 ms a call) and again in a forked child."""
+    (starting them per call costs more than a small pass saves) and again
+    in a forked child."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -223,8 +224,8 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
 @functools.cache
 def _blas_libraries():
     """The BLAS libraries loaded at the first call, NumPy's among them (the
-    tiles' products are NumPy's): found once, as a search of the loaded
-    libraries costs milliseconds per call."""
+    tiles' products are NumPy's): found once, as searching the loaded
+    libraries at every call costs more than a small pass."""
     return ThreadpoolController().select(user_api="blas")
 
 
