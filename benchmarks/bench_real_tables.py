@@ -9,24 +9,24 @@ and repeats them, ``RepeatedKFold(random_state=0)``, for small tables whose
 five folds alone are noisy) of:
 
 * ``NWAttentionRegressor()`` and ``MultiHeadNWRegressor()`` on the frame as
-  it comes (``categorical_features='from_dtype'``), ``random_state=0``;
+  it comes (``categorical_features='from_dtype'``), ``random_state=seed``;
 * the same estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
   ``OneHotEncoder(handle_unknown='ignore')`` on the string columns;
 * ``HistGradientBoostingRegressor(categorical_features='from_dtype')``,
-  defaults, on the frame with its string columns cast to ``category``
-  (over the whole file, as the data's MANIFEST did);
-* ``CatBoostRegressor(cat_features=..., random_seed=0, verbose=0)``,
+  defaults (``random_state=seed``), on the frame with its string columns
+  cast to ``category`` (over the whole file, as the data's MANIFEST did);
+* ``CatBoostRegressor(cat_features=..., random_seed=seed, verbose=0)``,
   defaults otherwise (missing strings as the level ``'nan'``), when
   ``catboost`` is installed (``pip install nwensemble[benchmark]``).
 
-Prints per table the RMSE (mean over folds) and median fit time of each
+Prints per table the RMSE (mean over folds and seeds) and median fit time of each
 model, each RMSE's ratio to HistGradientBoosting's, and the geometric means
 of those ratios.
 
 Run: ``python benchmarks/bench_real_tables.py [--data ../shared/data/mixed]
-[--models ...] [--folds 5] [--repeats 1]``
+[--models ...] [--folds 5] [--repeats 1] [--seeds 1]``
 """
 
 import argparse
@@ -79,12 +79,12 @@ def one_hot(estimator):
 class CatBoostOnFrame:
     """CatBoost with the frame's string columns as its categorical features."""
 
-    def __init__(self):
+    def __init__(self, seed=0):
         from catboost import CatBoostRegressor
 
         # allow_writing_files=False: no catboost_info folder (the model is the same).
         self.model = CatBoostRegressor(
-            random_seed=0, verbose=0, allow_writing_files=False
+            random_seed=seed, verbose=0, allow_writing_files=False
         )
 
     @staticmethod
@@ -107,10 +107,10 @@ class CatBoostOnFrame:
 class HGBOnCategories:
     """HistGradientBoosting on the frame with string columns as ``category``."""
 
-    def __init__(self, categories):
+    def __init__(self, categories, seed=0):
         self.categories = categories
         self.model = HistGradientBoostingRegressor(
-            categorical_features="from_dtype", random_state=0
+            categorical_features="from_dtype", random_state=seed
         )
 
     def _prepared(self, X):
@@ -127,29 +127,30 @@ class HGBOnCategories:
         return self.model.predict(self._prepared(X))
 
 
-def make_models(frame, names):
-    """Fresh models by name, for the table ``frame`` (its features)."""
+def make_models(frame, names, seed=0):
+    """Fresh models by name, for the table ``frame`` (its features), each
+    with ``seed`` as its random state."""
     strings = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     categories = {c: pd.CategoricalDtype(frame[c].dropna().unique()) for c in strings}
     builders = {
-        "NWAttention": lambda: NWAttentionRegressor(random_state=0),
-        "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
-        "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=0)),
-        "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=0)),
+        "NWAttention": lambda: NWAttentionRegressor(random_state=seed),
+        "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=seed),
+        "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
+        "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),
         "NWAttention (local constant)": lambda: NWAttentionRegressor(
-            random_state=0, local_fit="constant"
+            random_state=seed, local_fit="constant"
         ),
         "MultiHeadNW (local constant)": lambda: MultiHeadNWRegressor(
-            random_state=0, local_fit="constant"
+            random_state=seed, local_fit="constant"
         ),
-        "HGB": lambda: HGBOnCategories(categories),
-        "CatBoost": CatBoostOnFrame,
+        "HGB": lambda: HGBOnCategories(categories, seed),
+        "CatBoost": lambda: CatBoostOnFrame(seed),
     }
     return {name: builders[name]() for name in names}
 
 
-def run(path, names, folds, repeats=1):
-    """RMSE per fold and fit times of every model on one table."""
+def run(path, names, folds, repeats=1, seeds=1):
+    """RMSE per fold and seed, and fit times, of every model on one table."""
     frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     X, y = frame.drop(columns="target"), frame["target"].to_numpy(dtype=float)
     cv = KFold(folds, shuffle=True, random_state=0)
@@ -157,8 +158,11 @@ def run(path, names, folds, repeats=1):
         cv = RepeatedKFold(n_splits=folds, n_repeats=repeats, random_state=0)
     rmse = {name: [] for name in names}
     fit_time = {name: [] for name in names}
-    for train, test in cv.split(X):
-        for name, model in make_models(X, names).items():
+    splits = [
+        (train, test, seed) for train, test in cv.split(X) for seed in range(seeds)
+    ]
+    for train, test, seed in splits:
+        for name, model in make_models(X, names, seed).items():
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -189,6 +193,12 @@ def main(argv=None):
         "HGB",
         "CatBoost",
     ]
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="fit every seeded model with seeds 0 .. N-1 on each fold",
+    )
     parser.add_argument("--models", nargs="*", default=default)
     parser.add_argument("--sets", nargs="*", default=None)
     args = parser.parse_args(argv)
@@ -213,10 +223,12 @@ def main(argv=None):
     scheme = f"{args.folds}-fold CV, shuffled, seed 0"
     if args.repeats > 1:
         scheme = f"{args.folds}-fold CV repeated {args.repeats} times (RepeatedKFold)"
+    if args.seeds > 1:
+        scheme += f", seeds 0-{args.seeds - 1} on each fold"
     print(f"{scheme}; RMSE mean over folds (ratio to HGB)")
     ratios = {name: [] for name in names}
     for path in paths:
-        frame, rmse, fit_time = run(path, names, args.folds, args.repeats)
+        frame, rmse, fit_time = run(path, names, args.folds, args.repeats, args.seeds)
         ref = np.mean(rmse[REFERENCE])
         label = os.path.basename(path)[:-4]
         print(f"\n{label}: {frame.shape[0]} rows, {frame.shape[1] - 1} features")

@@ -54,13 +54,15 @@ def test_a_plane_chooses_a_free_line_and_noise_a_stiff_one():
     rows = np.arange(300)
     sw = np.full(300, 1.0 / 300)
     plane = 2.0 * Z[:, 0] - Z[:, 1]
-    readout, heads, fallback = choose_readout(_keys(Z, plane), rows, sw, "auto")
+    readout, heads, fallback, sums = choose_readout(_keys(Z, plane), rows, sw, "auto")
     assert readout.ridge == RIDGES[0]
     assert heads.shape == (1, 300, 1) and not fallback.any()
+    # A line keeps the attention's sums for the statistics after it.
+    assert sums.nums[0].shape[0] == 300
     # Leave-one-out residuals of the chosen line are those of a near-exact fit.
     assert np.abs(heads[0, :, 0] - plane).max() < 0.05 * np.ptp(plane)
     noise = rng.normal(size=300)
-    readout, _, _ = choose_readout(_keys(Z, noise), rows, sw, "auto")
+    readout, *_ = choose_readout(_keys(Z, noise), rows, sw, "auto")
     assert readout.ridge >= 1.0
 
 

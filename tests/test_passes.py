@@ -251,11 +251,16 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(monkeypatch, dtype, 
             blocks.estimates_and_squared_spread(None, alpha, loo_rows=rows),
         ),
     ]
-    *sums, fell = tiles.head_sums(None, loo_rows=rows)
-    *block_sums, block_fell = blocks.head_sums(None, loo_rows=rows)
-    assert not fell.any() and not block_fell.any()
-    for got, expected in zip(sums, block_sums):
-        pairs += list(zip(got, expected))
+    sums = tiles.head_sums(None, loo_rows=rows)
+    block_sums = blocks.head_sums(None, loo_rows=rows)
+    assert not sums.fallback.any() and not block_sums.fallback.any()
+    for field in ("nums", "queries"):
+        pairs += list(zip(getattr(sums, field), getattr(block_sums, field)))
+    # The spread from sums taken before is the spread that takes them.
+    pairs += zip(
+        tiles.estimates_and_squared_spread(None, alpha, loo_rows=rows, sums=sums),
+        blocks.estimates_and_squared_spread(None, alpha, loo_rows=rows),
+    )
     for got, expected in pairs:
         assert got.dtype == dtype
         assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())

@@ -37,13 +37,17 @@ class LeaveOneOut:
     """The heads' leave-one-out residuals on the rows the statistics use,
     float64 NumPy: ``residuals`` (n_heads, m, t) of training rows ``rows``
     (an index array; None for all rows), their sample weights ``sw`` (m,),
-    and per head the number of those rows whose compact support was empty
-    (``fallback_counts``, an array of the model's namespace)."""
+    per head the number of those rows whose compact support was empty
+    (``fallback_counts``, an array of the model's namespace), and the
+    attention's sums on those rows under a local-linear readout
+    (``passes.HeadSums``; None for the weighted mean), which the
+    combination's statistics read again."""
 
     residuals: np.ndarray
     sw: np.ndarray
     rows: Optional[np.ndarray]
     fallback_counts: Any
+    sums: Any = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,13 +202,13 @@ def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, embeddings, rng)
         sampled = rows_np
     rows = xp.asarray(rows_np, device=device(keys.Z))
     scored = _scored_rows(rows_np, heldout, duplicates)
-    readout, heads, fallback = choose_readout(
+    readout, heads, fallback, sums = choose_readout(
         keys, rows, sw_np[rows_np], local_fit, scored=scored, embeddings=embeddings
     )
     counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
     Y_rows = xp.take(keys.Y, rows, axis=0)
     residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
-    loo = LeaveOneOut(residuals, sw_np[rows_np], sampled, counts)
+    loo = LeaveOneOut(residuals, sw_np[rows_np], sampled, counts, sums)
     return loo, dataclasses.replace(keys, readout=readout)
 
 

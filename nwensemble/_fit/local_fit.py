@@ -42,8 +42,10 @@ def candidates(local_fit, keys, *, embeddings=False):
 def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=False):
     """The readout of ``local_fit`` for ``keys``, and every head's
     leave-one-out estimates (n_heads, m, t) of the training ``rows`` (an
-    integer array of the namespace) under it, with the boolean (n_heads, m)
-    array of those whose compact support was empty.
+    integer array of the namespace) under it, the boolean (n_heads, m)
+    array of those whose compact support was empty, and the attention's
+    sums on those rows (``passes.HeadSums``) when the readout is a local
+    line (None otherwise), for the statistics that read them again.
 
     Every candidate reads the same attention sums, taken in one pass: the
     choice costs one leave-one-out pass over ``rows`` whatever the number
@@ -58,10 +60,11 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
         heads, fallback = keys.passes().head_estimates(
             None, loo_rows=rows, fallback=True
         )
-        return options[0], heads, fallback
+        return options[0], heads, fallback, None
     xp = keys.xp
     probe = dataclasses.replace(keys, readout=options[0])
-    nums, queries, fell = probe.passes().head_sums(None, loo_rows=rows)
+    sums = probe.passes().head_sums(None, loo_rows=rows)
+    nums, queries = sums.nums, sums.queries
     Y_rows = xp.take(keys.Y, rows, axis=0)
     t = Y_rows.shape[1]
     sw = np.asarray(sw_rows, dtype=np.float64)
@@ -86,7 +89,8 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
         error = float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1))
         if best is None or error < best[0]:
             best = (error, readout, heads)
-    return best[1], best[2], fell
+    readout = best[1]
+    return readout, best[2], sums.fallback, None if readout.is_constant else sums
 
 
 def _estimate(readout, num, Qh, t, *, xp):

@@ -74,7 +74,9 @@ def combine_heads(keys, loo, head_weights, *, duplicates, duplicate_weight, held
         prediction, rho = _blend_copies(
             duplicates, idx, Y, Y_rows, prediction, sw, duplicate_weight
         )
-    _, sq = keys.passes().estimates_and_squared_spread(None, weights, loo_rows=idx)
+    _, sq = keys.passes().estimates_and_squared_spread(
+        None, weights, loo_rows=idx, sums=loo.sums
+    )
     spread = to_numpy(sq).astype(np.float64)
     sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
     positive = np.flatnonzero(sw > 0)

@@ -14,7 +14,7 @@ loop over the heads' attention (intervals, attention weights), goes through
 # SPDX-License-Identifier: BSD-3-Clause
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from nwensemble._shared.attention import chunk_rows
 from nwensemble._shared.backend import device
@@ -167,6 +167,31 @@ def concat_rows(blocks, *, xp):
     return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
 
 
+@dataclass(frozen=True, eq=False)
+class HeadSums:
+    """What ``head_sums`` returns.
+
+    Attributes
+    ----------
+    nums : list of arrays of shape (m, k)
+        Per head, the attention's sums of its readout's columns (see
+        ``iter_head_attention``).
+    queries : list of arrays of shape (m, d)
+        Per head, the queries' coordinates.
+    fallback : array of shape (n_heads, m)
+        Which queries' compact support was empty.
+    stable_tiles : tuple of bool or None
+        From the tiles: per tile of queries, whether some head's sums there
+        took the stable path (scaled by each row's largest weight); None
+        from the blocks.
+    """
+
+    nums: list
+    queries: list
+    fallback: Any
+    stable_tiles: Optional[tuple] = None
+
+
 class BlockPasses:
     """The passes over ``keys`` (a ``Keys``), in blocks of
     ``iter_head_attention``. ``head_weights`` (a sequence of ``n_heads``
@@ -189,11 +214,18 @@ class BlockPasses:
         blocks = [total for _, total in over_heads(Q, keys, estimate)]
         return concat_rows(blocks, xp=keys.xp)
 
-    def estimates_and_squared_spread(self, Q, head_weights=None, *, loo_rows=None):
+    def estimates_and_squared_spread(
+        self, Q, head_weights=None, *, loo_rows=None, sums=None
+    ):
         """The ensemble's estimates and ``sum_i v_i(x)^2`` of its combined
         weights ``v(x) = sum_h alpha_h w_h(x)``, in one pass: ``(m, t)``
         and ``(m,)``. With ``loo_rows`` (an integer array; ``Q`` None), the
         leave-one-out estimates of those training rows.
+
+        ``sums`` may give this object's ``head_sums`` of the same queries,
+        for a pass that would otherwise take them again (the tiles' for
+        local-linear heads); the blocks take each head's weights whole and
+        read none.
 
         ``sigma * sqrt(sum_i v_i^2)`` is the standard error of a prediction
         under noise of variance ``sigma^2`` on the training targets.
@@ -216,11 +248,8 @@ class BlockPasses:
 
     def head_sums(self, Q, *, loo_rows=None):
         """Every head's attention sums of its readout's columns and its
-        queries' coordinates: ``(nums, queries, fallback)``, lists over the
-        heads of (m, k) and (m, d) arrays (see ``iter_head_attention``) and
-        the boolean (n_heads, m) array of queries whose compact support was
-        empty. With ``loo_rows`` (``Q`` None), those training rows, each
-        leaving itself out.
+        queries' coordinates, as ``HeadSums``. With ``loo_rows`` (``Q``
+        None), those training rows, each leaving itself out.
         """
         keys = self.keys
         xp = keys.xp
@@ -234,9 +263,11 @@ class BlockPasses:
                 m = block.num.shape[0]
                 mask = xp.zeros(m, dtype=xp.bool, device=device(block.num))
             fell[block.h].append(mask)
-        nums = [concat_rows(parts, xp=xp) for parts in nums]
-        queries = [concat_rows(parts, xp=xp) for parts in queries]
-        return nums, queries, xp.stack([concat_rows(parts, xp=xp) for parts in fell])
+        return HeadSums(
+            [concat_rows(parts, xp=xp) for parts in nums],
+            [concat_rows(parts, xp=xp) for parts in queries],
+            xp.stack([concat_rows(parts, xp=xp) for parts in fell]),
+        )
 
     def head_estimates(self, Q, *, loo_rows=None, fallback=False):
         """Every head's NW estimates, stacked: (n_heads, m, t).

@@ -32,6 +32,7 @@ from nwensemble._shared.backend import (
 )
 from nwensemble._shared.passes import (
     BlockPasses,
+    HeadSums,
     concat_rows,
     readout_columns,
     uniform_or,
@@ -61,7 +62,9 @@ class TilePasses(BlockPasses):
             return preds
         return preds, xp.zeros(preds.shape[:2], dtype=xp.bool, device=device(preds))
 
-    def estimates_and_squared_spread(self, Q, head_weights=None, *, loo_rows=None):
+    def estimates_and_squared_spread(
+        self, Q, head_weights=None, *, loo_rows=None, sums=None
+    ):
         """See ``BlockPasses``. ``sum_i v_i^2`` with ``v = sum_h alpha_h E_h /
         s_h`` is ``sum_hg alpha_h alpha_g (E_h . E_g) / (s_h s_g)``: the
         products of the heads' unnormalised attention rows accumulate tile
@@ -75,7 +78,7 @@ class TilePasses(BlockPasses):
         n_heads = len(alpha)
         Q, exclude = self._queries(Q, loo_rows)
         if not keys.readout.is_constant:
-            return self._line_spread(Q, alpha, exclude)
+            return self._line_spread(Q, alpha, exclude, sums)
         m, n, t = Q.shape[0], keys.n_samples, Y.shape[1]
         dev = device(keys.Z)
         loo = None if exclude is None else xp.asarray(exclude, device=dev)
@@ -142,10 +145,11 @@ class TilePasses(BlockPasses):
             concat_rows([b[1] for b in parts], xp=xp),
         )
 
-    def _line_spread(self, Q, alpha, exclude):
+    def _line_spread(self, Q, alpha, exclude, sums=None):
         """``estimates_and_squared_spread`` for local-linear heads, in two
-        passes: the first takes every head's sums and, from its local
-        lines, each query's factors ``F_h`` of its weights
+        passes: the first takes every head's sums (or reads them from
+        ``sums``, this object's ``head_sums`` of the same queries) and, from
+        its local lines, each query's factors ``F_h`` of its weights
         (``Readout.weight_factors``); the second recomputes the attention
         tile by tile and sums the squares of the combined weights ``sum_h
         alpha_h E_h (F_h . [1, z])``. A tile of queries whose sums took the
@@ -154,22 +158,20 @@ class TilePasses(BlockPasses):
         xp, n_heads, d = keys.xp, keys.n_heads, keys.head_dim
         m, n = Q.shape[0], keys.n_samples
         dev = device(keys.Z)
-
-        def factors(h, rows, num, stable):
-            est, F = keys.readout.weight_factors(
-                num, Q[rows, h * d : (h + 1) * d], xp=xp
+        if sums is None or sums.stable_tiles is None:
+            sums = self._head_sums(Q, exclude)
+        elif sums.nums[0].shape[0] != m:
+            raise ValueError(
+                f"sums of {sums.nums[0].shape[0]} queries given for {m} queries"
             )
-            return est, alpha[h] * F, stable
-
-        parts = self._per_head_tile(Q, exclude, factors)
-        est = None
-        for a, tiles in zip(alpha, parts):
-            head = concat_rows([tile[0] for tile in tiles], xp=xp)
+        est, F = None, []
+        for h, (a, num) in enumerate(zip(alpha, sums.nums)):
+            head, factors = keys.readout.weight_factors(
+                num, Q[:, h * d : (h + 1) * d], xp=xp
+            )
             est = a * head if est is None else est + a * head
-        F = [[tile[1] for tile in tiles] for tiles in parts]
-        stable = [
-            any(parts[h][i][2] for h in range(n_heads)) for i in range(len(parts[0]))
-        ]
+            F.append(a * factors)
+        stable = sums.stable_tiles
         if m == 0:
             return est, xp.zeros((0,), dtype=Q.dtype, device=dev)
         queries, operands, _ = self._operands(Q)
@@ -197,7 +199,7 @@ class TilePasses(BlockPasses):
                 V = None
                 for h in range(n_heads):
                     A = exp(queries[h][rows, :] @ operands[h][:, c0:c1], c0)
-                    part = A * (F[h][i] @ lines[h][:, c0:c1])
+                    part = A * (F[h][rows, :] @ lines[h][:, c0:c1])
                     V = part if V is None else V + part
                 tile_sq = xp.sum(V * V, axis=1)
                 sq = tile_sq if sq is None else sq + tile_sq
@@ -210,16 +212,23 @@ class TilePasses(BlockPasses):
 
     def head_sums(self, Q, *, loo_rows=None):
         """See ``BlockPasses``; no query falls back (softmax keys)."""
+        return self._head_sums(*self._queries(Q, loo_rows))
+
+    def _head_sums(self, Q, exclude):
+        """``head_sums`` of the queries ``Q`` (see ``_heads`` for
+        ``exclude``), with the tiles that took the stable path."""
         keys = self.keys
-        xp, d = keys.xp, keys.head_dim
-        Q, exclude = self._queries(Q, loo_rows)
-        parts = self._per_head_tile(Q, exclude, lambda h, rows, num, stable: num)
-        nums = [concat_rows(tiles, xp=xp) for tiles in parts]
-        queries = [Q[:, h * d : (h + 1) * d] for h in range(keys.n_heads)]
-        fallback = xp.zeros(
-            (keys.n_heads, Q.shape[0]), dtype=xp.bool, device=device(keys.Z)
+        xp, d, n_heads = keys.xp, keys.head_dim, keys.n_heads
+        parts = self._per_head_tile(
+            Q, exclude, lambda h, rows, num, stable: (num, stable)
         )
-        return nums, queries, fallback
+        nums = [concat_rows([tile[0] for tile in tiles], xp=xp) for tiles in parts]
+        stable = tuple(
+            any(parts[h][i][1] for h in range(n_heads)) for i in range(len(parts[0]))
+        )
+        queries = [Q[:, h * d : (h + 1) * d] for h in range(n_heads)]
+        fallback = xp.zeros((n_heads, Q.shape[0]), dtype=xp.bool, device=device(keys.Z))
+        return HeadSums(nums, queries, fallback, stable)
 
     def _heads(self, Q, *, exclude=None):
         """Every head's estimates (a list of (m, t) arrays). With ``exclude``
@@ -250,12 +259,14 @@ class TilePasses(BlockPasses):
         columns = readout_columns(keys)
         if m == 0:
             return [
-                finish(
-                    h,
-                    slice(0, 0),
-                    xp.zeros((0, R.shape[1]), dtype=Y.dtype, device=dev),
-                    False,
-                )
+                [
+                    finish(
+                        h,
+                        slice(0, 0),
+                        xp.zeros((0, R.shape[1]), dtype=Y.dtype, device=dev),
+                        False,
+                    )
+                ]
                 for h, R in enumerate(columns)
             ]
         queries, operands, biases = self._operands(Q)
