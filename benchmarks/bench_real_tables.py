@@ -6,7 +6,9 @@ For every CSV in ``../shared/data/mixed`` (read with
 empty cells are missing), shuffled 5-fold CV (``KFold(5, shuffle=True,
 random_state=0)``, the same folds for every model; ``--repeats`` reshuffles
 and repeats them, ``RepeatedKFold(random_state=0)``, for small tables whose
-five folds alone are noisy) of:
+five folds alone are noisy; ``--seeds N`` fits every seeded model on each
+fold with seeds 0 to N-1, since on tables of a few hundred rows the seed
+of a fit moves its RMSE by a few per cent) of:
 
 * ``NWAttentionRegressor()`` and ``MultiHeadNWRegressor()`` on the frame as
   it comes (``categorical_features='from_dtype'``), ``random_state=seed``;
@@ -21,9 +23,9 @@ five folds alone are noisy) of:
   defaults otherwise (missing strings as the level ``'nan'``), when
   ``catboost`` is installed (``pip install nwensemble[benchmark]``).
 
-Prints per table the RMSE (mean over folds and seeds) and median fit time of each
-model, each RMSE's ratio to HistGradientBoosting's, and the geometric means
-of those ratios.
+Prints per table the RMSE (mean over folds and seeds) and median fit time
+of each model, each RMSE's ratio to HistGradientBoosting's, and the
+geometric means of those ratios.
 
 Run: ``python benchmarks/bench_real_tables.py [--data ../shared/data/mixed]
 [--models ...] [--folds 5] [--repeats 1] [--seeds 1]``
