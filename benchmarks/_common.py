@@ -129,3 +129,25 @@ def fit_variants(make, X, y, folds, variants):
                 err = model.predict(X[test]) - y[test]
             rmse[variant].append(float(np.sqrt(np.mean(err**2))))
     return rmse, fit_s
+
+
+def lever_runs(sets, models, variants, *, min_rows, n_folds):
+    """``fit_variants`` on every set of ``sets`` (``(name, X, y, folds,
+    how)``, as ``bench_accuracy.numeric_sets`` yields them) with at least
+    ``min_rows`` rows, its first ``n_folds`` folds, for every model of
+    ``models`` (name -> estimator class, fitted with ``random_state=0``).
+    Yields ``(set name, model name, mean RMSE, median fit seconds)``, the
+    last two dicts by variant."""
+    for name, X, y, folds, _ in sets:
+        if X.shape[0] < min_rows:
+            continue
+        for model_name, Estimator in models.items():
+            rmse, fit_s = fit_variants(
+                lambda: Estimator(random_state=0), X, y, folds[:n_folds], variants
+            )
+            yield (
+                name,
+                model_name,
+                {v: float(np.mean(r)) for v, r in rmse.items()},
+                {v: float(np.median(t)) for v, t in fit_s.items()},
+            )

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line, fit_variants  # noqa: E402
+from _common import cpu_line, lever_runs  # noqa: E402
 from bench_accuracy import numeric_sets  # noqa: E402
 
 import nwensemble._fit.loo_loss as loo_loss  # noqa: E402
@@ -57,25 +57,19 @@ def main():
         f"{'fit order s':>12}{'fit thr s':>10}{'ratio':>7}"
     )
     speed = {m: [] for m in args.models}
-    for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
-        if X.shape[0] < args.min_rows:
-            continue
-        for model_name in args.models:
-            rmse, fit_s = fit_variants(
-                lambda: MODELS[model_name](random_state=0),
-                X,
-                y,
-                folds[: args.folds],
-                VARIANTS,
-            )
-            t_order, t_threads = (np.median(fit_s[v]) for v in VARIANTS)
-            speed[model_name].append(t_order / t_threads)
-            r_order, r_threads = (np.mean(rmse[v]) for v in VARIANTS)
-            print(
-                f"{name:<28}{model_name:<13}{r_order:>11.5g}{r_threads:>11.5g}"
-                f"{t_order:>12.2f}{t_threads:>10.2f}{t_order / t_threads:>7.2f}",
-                flush=True,
-            )
+    models = {m: MODELS[m] for m in args.models}
+    sets = numeric_sets(os.path.join(args.data, "data"))
+    for name, model_name, rmse, fit_s in lever_runs(
+        sets, models, VARIANTS, min_rows=args.min_rows, n_folds=args.folds
+    ):
+        t_order, t_threads = fit_s["in order"], fit_s["threads"]
+        speed[model_name].append(t_order / t_threads)
+        print(
+            f"{name:<28}{model_name:<13}{rmse['in order']:>11.5g}"
+            f"{rmse['threads']:>11.5g}{t_order:>12.2f}{t_threads:>10.2f}"
+            f"{t_order / t_threads:>7.2f}",
+            flush=True,
+        )
     for model_name, ratios in speed.items():
         if ratios:
             print(

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line, fit_variants  # noqa: E402
+from _common import cpu_line, lever_runs  # noqa: E402
 from bench_accuracy import numeric_sets  # noqa: E402
 
 import nwensemble._fit.adam as adam  # noqa: E402
@@ -62,26 +62,20 @@ def main():
         f"{'fit64 s':>9}{'fit32 s':>9}"
     )
     ratios, speed = {m: [] for m in args.models}, {m: [] for m in args.models}
-    for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
-        if X.shape[0] < args.min_rows:
-            continue
-        for model_name in args.models:
-            rmse, fit_s = fit_variants(
-                lambda: MODELS[model_name](random_state=0),
-                X,
-                y,
-                folds[: args.folds],
-                VARIANTS,
-            )
-            r64, r32 = np.mean(rmse["float64"]), np.mean(rmse["float32"])
-            t64, t32 = np.median(fit_s["float64"]), np.median(fit_s["float32"])
-            ratios[model_name].append(r32 / r64)
-            speed[model_name].append(t64 / t32)
-            print(
-                f"{name:<28}{model_name:<13}{r64:>10.4g}{r32:>10.4g}"
-                f"{r32 / r64:>7.3f}{t64:>9.2f}{t32:>9.2f}",
-                flush=True,
-            )
+    models = {m: MODELS[m] for m in args.models}
+    sets = numeric_sets(os.path.join(args.data, "data"))
+    for name, model_name, rmse, fit_s in lever_runs(
+        sets, models, VARIANTS, min_rows=args.min_rows, n_folds=args.folds
+    ):
+        r64, r32 = rmse["float64"], rmse["float32"]
+        t64, t32 = fit_s["float64"], fit_s["float32"]
+        ratios[model_name].append(r32 / r64)
+        speed[model_name].append(t64 / t32)
+        print(
+            f"{name:<28}{model_name:<13}{r64:>10.4g}{r32:>10.4g}"
+            f"{r32 / r64:>7.3f}{t64:>9.2f}{t32:>9.2f}",
+            flush=True,
+        )
     for model_name in args.models:
         if ratios[model_name]:
             geo = float(np.exp(np.mean(np.log(ratios[model_name]))))
