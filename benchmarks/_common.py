@@ -2,6 +2,7 @@
 cross-validated RMSE and variants of a fit timed side by side."""
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -151,3 +152,13 @@ def lever_runs(sets, models, variants, *, min_rows, n_folds):
                 {v: float(np.mean(r)) for v, r in rmse.items()},
                 {v: float(np.median(t)) for v, t in fit_s.items()},
             )
+
+
+def variant_params(name, prefix="MultiHeadNW"):
+    """The parameters of a model named ``"<prefix> (NAME=VALUE, ...)"``
+    (``VALUE`` a Python literal), or None when ``name`` is not of that form."""
+    head = f"{prefix} ("
+    if not (name.startswith(head) and name.endswith(")") and "=" in name):
+        return None
+    call = ast.parse(f"f({name[len(head) : -1]})", mode="eval").body
+    return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}

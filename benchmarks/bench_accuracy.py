@@ -32,8 +32,9 @@ and to CatBoost, and the median and largest ratio of each of our models'
 fit time to HistGradientBoosting's. State the CPU (``lscpu``) beside the
 times.
 
-``--variant NAME=VALUE ...`` adds ``MultiHeadNWRegressor(random_state=0,
-NAME=VALUE)`` for each (``VALUE`` a Python literal), the levers' table's
+``--variant NAME=VALUE[, NAME=VALUE] ...`` adds
+``MultiHeadNWRegressor(random_state=0, NAME=VALUE, ...)`` for each
+(``VALUE`` a Python literal), the levers' table's
 candidates: ``--models MultiHeadNW --variant "init='identity'"
 "head_weights='optimal'"``. ``--friedman`` adds Friedman #1 with 16
 features (5 informative, 2000 rows, noise 1) to the cv part.
@@ -43,7 +44,6 @@ Run: ``python benchmarks/bench_accuracy.py [--part cv|uci] [--sets ...]
 """
 
 import argparse
-import ast
 import glob
 import itertools
 import os
@@ -58,7 +58,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GroupKFold, KFold, ShuffleSplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
+
+from _common import variant_params  # noqa: E402
 
 from nwensemble import (  # noqa: E402
     HeadAllocator,
@@ -97,9 +100,9 @@ PUBLISHED_BEST = {
 
 def make_model(name):
     """A fresh, unfitted model by name."""
-    if name.startswith("MultiHeadNW (") and "=" in name:
-        key, value = name[len("MultiHeadNW (") : -1].split("=", 1)
-        return MultiHeadNWRegressor(random_state=0, **{key: ast.literal_eval(value)})
+    params = variant_params(name)
+    if params is not None:
+        return MultiHeadNWRegressor(random_state=0, **params)
     if name == "MultiHeadNW":
         return MultiHeadNWRegressor(random_state=0)
     if name == "NWAttention":

@@ -11,6 +11,8 @@ for the folds and the models), for 90% intervals:
   calibrates on the leave-one-out residuals of the rows its early stopping
   held out of the projection's fit when it held any (the output says how
   many), else on those of all training rows;
+* ``ours (4 members)`` (``--models`` adds it): the same with
+  ``n_members=4``, whose calibration rows are those no member trained on;
 * MAPIE's ``CrossConformalRegressor`` (CV+, 5 folds) around
   ``HistGradientBoostingRegressor`` and around a scaled
   ``KNeighborsRegressor``.
@@ -26,7 +28,7 @@ for 80 rows), so with few repeats a set with 60 calibration rows can land
 Needs ``pip install mapie`` (not a dependency of nwensemble).
 
 Run: ``python benchmarks/bench_intervals.py [--data ../shared/data]
-[--repeats 5] [--markdown intervals.md]``
+[--repeats 5] [--models ours "ours (4 members)" ...] [--markdown intervals.md]``
 """
 
 import argparse
@@ -58,19 +60,24 @@ def synthetic_sets(n=1500):
     yield "heteroscedastic (noise 0.2 to 2.2)", X, y, ""
 
 
-def ours(Xtr, ytr, Xte, seed):
-    """The default fit; both methods' bounds from it, keyed by method."""
-    start = time.perf_counter()
-    model = MultiHeadNWRegressor(random_state=seed).fit(Xtr, ytr)
-    fit_time = time.perf_counter() - start
-    bounds = {
-        method: model.predict_interval(Xte, confidence_level=CONFIDENCE, method=method)[
-            1
-        ]
-        for method in ("jackknife+", "adaptive")
-    }
-    held = model.calibration_rows_.shape[0] < Xtr.shape[0]
-    return bounds, fit_time, model.calibration_rows_.shape[0] if held else 0
+def ours(**params):
+    """A fit of ``MultiHeadNWRegressor(**params)`` (the defaults when
+    empty); both methods' bounds from it, keyed by method."""
+
+    def run(Xtr, ytr, Xte, seed):
+        start = time.perf_counter()
+        model = MultiHeadNWRegressor(random_state=seed, **params).fit(Xtr, ytr)
+        fit_time = time.perf_counter() - start
+        bounds = {
+            method: model.predict_interval(
+                Xte, confidence_level=CONFIDENCE, method=method
+            )[1]
+            for method in ("jackknife+", "adaptive")
+        }
+        held = model.calibration_rows_.shape[0] < Xtr.shape[0]
+        return bounds, fit_time, model.calibration_rows_.shape[0] if held else 0
+
+    return run
 
 
 def mapie_cv_plus(make_estimator):
@@ -93,7 +100,8 @@ def mapie_cv_plus(make_estimator):
 
 
 MODELS = {
-    "ours": ours,
+    "ours": ours(),
+    "ours (4 members)": ours(n_members=4),
     "MAPIE HGB": mapie_cv_plus(lambda: HistGradientBoostingRegressor(random_state=0)),
     "MAPIE kNN": mapie_cv_plus(
         lambda: make_pipeline(StandardScaler(), KNeighborsRegressor())
@@ -134,7 +142,9 @@ def main():
         "--data", default=os.path.join(here, "..", "..", "shared", "data")
     )
     parser.add_argument("--max-rows", type=int, default=5000)
-    parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument(
+        "--models", nargs="*", default=["ours", "MAPIE HGB", "MAPIE kNN"]
+    )
     parser.add_argument("--sets", nargs="*", help="subset of set names")
     parser.add_argument(
         "--repeats",
@@ -182,7 +192,7 @@ def main():
                     f"{row[3]:9.4g}  fit {row[4]:7.2f} s",
                     flush=True,
                 )
-            if model == "ours":
+            if model.startswith("ours"):
                 print(
                     f"  {'':20s} calibration rows held out of the projection's "
                     f"fit: median {int(np.median(n_cal))} (0: none held out)"

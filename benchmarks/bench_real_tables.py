@@ -51,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
+from _common import cpu_line, variant_params  # noqa: E402
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor  # noqa: E402
 
@@ -148,7 +148,14 @@ def make_models(frame, names, seed=0):
         "HGB": lambda: HGBOnCategories(categories, seed),
         "CatBoost": lambda: CatBoostOnFrame(seed),
     }
-    return {name: builders[name]() for name in names}
+    models = {}
+    for name in names:
+        params = variant_params(name)
+        if params is not None:
+            models[name] = MultiHeadNWRegressor(random_state=seed, **params)
+        else:
+            models[name] = builders[name]()
+    return models
 
 
 def run(path, names, folds, repeats=1, seeds=1):

@@ -50,7 +50,10 @@ sizes = [100, 200, 400, 800, 1600]
 chosen = []
 for m in sizes:
     alloc = HeadAllocator(
-        MultiHeadNWRegressor(random_state=0, bvc_resamples=0), budget=8, cv=None
+        MultiHeadNWRegressor(random_state=0, bvc_resamples=0),
+        budget=8,
+        cv=None,
+        n_members=1,
     ).fit(X[:m], y[:m])
     chosen.append((alloc.head_dim_, alloc.n_heads_, alloc.theory_allocation_))
     rule = alloc.theory_allocation_

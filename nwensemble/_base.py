@@ -169,6 +169,13 @@ class BaseNWRegressor(
         """
         warm = self.warm_start and hasattr(self, "predictor_")
         previous = self.predictor_.W if warm else None
+        n_heads = self._fit_n_heads() * self._fit_n_members()
+        if warm and self.predictor_.n_heads != n_heads:
+            raise ValueError(
+                f"warm_start=True needs the {self.predictor_.n_heads} heads of "
+                f"the previous fit; got {n_heads}. Set warm_start=False to start "
+                "afresh."
+            )
         xp, X, Y, sw, single_output, encoder = training_arrays(
             self, X, y, sample_weight
         )
@@ -224,6 +231,11 @@ class BaseNWRegressor(
         """Number of heads to fit."""
         raise NotImplementedError
 
+    def _fit_n_members(self):
+        """Number of independently fitted groups of heads (see
+        ``MultiHeadNWRegressor``'s ``n_members``)."""
+        return 1
+
     def _fit_diversity(self):
         """Weight of the heads' ambiguity in the training objective, or
         ``'auto'`` (see ``_fit.diversity``)."""
@@ -254,6 +266,7 @@ class BaseNWRegressor(
             self.get_params(deep=False),
             kernel=resolve_kernel(self.kernel),
             n_heads=n_heads,
+            n_members=self._fit_n_members(),
             diversity=self._fit_diversity(),
             callback=callback,
             name=type(self).__name__,

@@ -30,9 +30,11 @@ def _load_csv(path, out):
 _WHICH_MODEL = """\
 Which to start with on a small table: HeadAllocator(). It fits one head as
 wide as the input (NWAttentionRegressor's model), MultiHeadNW's four heads
-and heads twice their size, and keeps the one with the lowest leave-one-out
-error, for the cost of three fits (the documentation's benchmarks page has
-the comparison on real tables). For the fastest fit, NWAttentionRegressor().
+and heads twice their size, keeps the one with the lowest leave-one-out
+error, and up to 2048 rows refits it with up to four members (fits from
+other random draws, their heads averaged): a few fits' cost (the
+documentation's benchmarks page has the comparison on real tables). For the
+fastest fit, NWAttentionRegressor().
 Several heads win where features act jointly and lose badly where the
 target grows steeply along one feature."""
 

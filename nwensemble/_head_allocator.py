@@ -23,6 +23,7 @@ from nwensemble._fit.allocation import (
     candidate_allocations,
     check_budget,
     default_budget,
+    default_members,
     theory_allocation,
 )
 from nwensemble._multi_head import MultiHeadNWRegressor
@@ -98,7 +99,21 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         Keep the best allocation fitted on all rows (``best_estimator_``),
         so that the allocator predicts. With ``cv=None`` or
         ``strategy='theory'`` the candidates are already fitted on all rows
-        and nothing is refitted.
+        and nothing is refitted unless ``n_members`` asks for more members.
+
+    n_members : int or 'auto', default='auto'
+        Members of ``best_estimator_`` (see
+        :class:`MultiHeadNWRegressor`'s ``n_members``): the candidates are
+        scored as the estimator is given, then the best allocation is
+        refitted on all rows with this many members when it differs from
+        the estimator's own. ``'auto'`` keeps the estimator's own when it is
+        not 1 (or when it has no ``n_members``), else takes ``4096 //
+        n_samples`` members within 1 and 4 (4 up to 1024 rows, 1 above
+        2048): on small tables a fit's random draws move its error by
+        several per cent and the members average them out, at about the
+        cost of one fit on 4096 rows (the user guide's allocation page has
+        the figures). Needs an estimator with an ``n_members`` parameter
+        unless it resolves to 1.
 
     random_state : int, RandomState instance or None, default=None
         Given to every candidate as its ``random_state`` (the estimator's
@@ -120,6 +135,10 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
 
     best_params_ : dict
         ``{'n_heads': n_heads_, 'head_dim': head_dim_}``.
+
+    n_members_ : int
+        Members of the chosen model (of ``best_estimator_`` with
+        ``refit=True``); 1 for an estimator without ``n_members``.
 
     best_score_ : float
         Mean cross-validated score of the chosen allocation (its leave-one-out
@@ -186,6 +205,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "n_jobs": [Integral, None],
         "refit": ["boolean"],
+        "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -201,6 +221,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         scoring=None,
         n_jobs=None,
         refit=True,
+        n_members="auto",
         random_state=None,
         verbose=0,
     ):
@@ -212,6 +233,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         self.scoring = scoring
         self.n_jobs = n_jobs
         self.refit = refit
+        self.n_members = n_members
         self.random_state = random_state
         self.verbose = verbose
 
@@ -244,6 +266,25 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         if self.random_state is not None and "random_state" in params:
             base = clone(base).set_params(random_state=self.random_state)
         return base
+
+    def _members(self, own, n_samples):
+        """The chosen model's members: ``n_members`` resolved for
+        ``n_samples`` rows, ``own`` being the estimator's (1 when it has no
+        such parameter)."""
+        if self.n_members == "auto":
+            if own != 1 or not self._has_members():
+                return own
+            return default_members(n_samples)
+        if self.n_members != own and not self._has_members():
+            raise ValueError(
+                f"n_members={self.n_members} needs an estimator with an n_members "
+                f"parameter (such as MultiHeadNWRegressor); "
+                f"{type(self._base_estimator()).__name__} has none."
+            )
+        return self.n_members
+
+    def _has_members(self):
+        return "n_members" in self._base_estimator().get_params(deep=False)
 
     def _budget(self, n_samples, n_features):
         budget = (
@@ -324,6 +365,8 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         candidates = self._candidates(n, p)
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         search = dict(scoring=self.scoring, n_jobs=self.n_jobs, verbose=self.verbose)
+        own_members = base.get_params(deep=False).get("n_members", 1)
+        members = self._members(own_members, n)
         if self.strategy == "cv" and self.cv is not None:
             found = search_by_folds(
                 base,
@@ -332,7 +375,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
                 y,
                 fit_params,
                 cv=self.cv,
-                refit=self.refit,
+                refit=self.refit and members == own_members,
                 **search,
             )
         else:
@@ -347,9 +390,13 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
                 **search,
             )
         self.cv_results_, self.best_index_, self.best_score_, best = found
+        self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
+        if self.refit and members != own_members:
+            best = clone(base).set_params(**self.best_params_, n_members=members)
+            best.fit(X, y, **fit_params)
         if self.refit:
             self.best_estimator_ = best
-        self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
+        self.n_members_ = int(members)
         self.n_heads_ = self.best_params_["n_heads"]
         self.head_dim_ = self.best_params_["head_dim"]
         return self

@@ -77,6 +77,22 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         rows can be held out (``early_stopping=False``, fewer than 50 rows).
         The user guide's regime map says where which values paid.
 
+    n_members : int, default=1
+        Number of groups of ``n_heads`` heads fitted one after another from
+        the one random state, each from its own start (its random directions
+        and subsamples) and, where the fit holds rows out, with its own
+        held-out rows; their heads are then combined as one ensemble. The
+        fitted model has ``n_members * n_heads`` heads, and every attribute
+        below that counts heads (``components_``, ``head_weights_``,
+        ``hdi_``, the decomposition) counts them all; the first member's
+        heads are those of the fit with one member. Averaging fits that
+        differ only in their random draws removes part of the variance those
+        draws leave in one fit, for ``n_members`` fits' time. With
+        ``n_heads=1`` the members are fits of :class:`NWAttentionRegressor`'s
+        model. An ``init`` array starts every member; ``diversity_`` is the
+        first member's. The user guide's multi-head page says what members
+        bought; :class:`HeadAllocator` refits its choice with members.
+
     head_weights : {'uniform', 'optimal'}, default='uniform'
         How predictions combine the heads. ``'uniform'``: the plain average.
         ``'optimal'``: ``alpha`` proportional to ``C^{-1} 1`` projected onto the
@@ -123,7 +139,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
 
     Attributes
     ----------
-    components_ : array of shape (n_heads, head_dim, n_features)
+    components_ : array of shape (n_members * n_heads, head_dim, n_features)
         The learned projections ``W_h^T``, applied to the feature map of
         ``standardize`` (in the input's units unless it is ``'power'``).
 
@@ -205,6 +221,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     _parameter_constraints: dict = {
         **BaseNWRegressor._parameter_constraints,
         "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "n_members": [Interval(Integral, 1, None, closed="left")],
         "diversity": [Interval(Real, -1, None, closed="left"), StrOptions({"auto"})],
         "head_weights": [StrOptions({"uniform", "optimal"})],
         "bvc_resamples": [Interval(Integral, 0, None, closed="left")],
@@ -218,6 +235,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         head_dim=None,
         kernel="softmax",
         categorical_features="from_dtype",
+        n_members=1,
         diversity=0.0,
         head_weights="uniform",
         bvc_resamples=10,
@@ -261,6 +279,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             verbose=verbose,
         )
         self.n_heads = n_heads
+        self.n_members = n_members
         self.diversity = diversity
         self.head_weights = head_weights
         self.bvc_resamples = bvc_resamples
@@ -269,6 +288,9 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     def _fit_n_heads(self):
         return self.n_heads
 
+    def _fit_n_members(self):
+        return self.n_members
+
     def _fit_diversity(self):
         check_diversity(self.diversity, self.n_heads)
         return self.diversity
@@ -276,7 +298,8 @@ class MultiHeadNWRegressor(BaseNWRegressor):
     def _head_weights(self, fitted):
         if self.head_weights == "optimal":
             return _optimal_head_weights(fitted.loo.residuals, fitted.loo.sw).tolist()
-        return np.full(self.n_heads, 1.0 / self.n_heads).tolist()
+        n_heads = self.n_heads * self.n_members
+        return np.full(n_heads, 1.0 / n_heads).tolist()
 
     def _set_diagnostics(self, fitted):
         keys, W_std = self.predictor_.keys, fitted.W_std

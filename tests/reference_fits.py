@@ -5,7 +5,9 @@ without names) to ``tests/data/reference_fits.npz`` from the code as it
 stands; ``test_reference_fits.py`` refits every case and compares. Rewrite
 a case only for a change that is meant to alter its results. The
 local-linear cases were recorded when that readout came (issue 33); the
-others pin ``local_fit='constant'``, the readout they were recorded with.
+others pin ``local_fit='constant'``, the readout they were recorded with
+(and the allocator ``n_members=1``, the refit it was recorded with);
+``multi_head_members`` was recorded when members came.
 All fits run on one BLAS thread: two threads may sum in another order.
 """
 
@@ -107,7 +109,13 @@ CASES = {
         dict(
             estimator=MultiHeadNWRegressor(random_state=0, local_fit="constant"),
             budget=6,
+            n_members=1,
         ),
+        "float64",
+    ),
+    "multi_head_members": (
+        MultiHeadNWRegressor,
+        dict(n_heads=2, head_dim=2, n_members=2, random_state=0),
         "float64",
     ),
 }

@@ -18,6 +18,7 @@ from nwensemble._fit.allocation import (
     DEFAULT_HEADS,
     candidate_allocations,
     default_budget,
+    default_members,
     theory_allocation,
     theory_head_dim,
 )
@@ -98,7 +99,7 @@ def test_fitted_allocations_fit_the_budget(small):
         alloc = HeadAllocator(_fast(), budget=budget, cv=None).fit(X, y)
         assert alloc.n_heads_ * alloc.head_dim_ <= budget
         assert alloc.best_estimator_.components_.shape[:2] == (
-            alloc.n_heads_,
+            alloc.n_heads_ * alloc.n_members_,
             alloc.head_dim_,
         )
 
@@ -280,7 +281,7 @@ def test_default_scores_by_leave_one_out_and_keeps_the_best_fit(small):
     """cv=None (the default) fits each candidate once on all rows, scores its
     leave-one-out predictions, and keeps the best fit as the model."""
     X, y = small
-    alloc = HeadAllocator(_fast(), budget=6).fit(X, y)
+    alloc = HeadAllocator(_fast(), budget=6, n_members=1).fit(X, y)
     res = alloc.cv_results_
     assert "split1_test_score" not in res
     assert len(res["params"]) == len(candidate_allocations(120, 6, 6, 1.0))
@@ -292,6 +293,41 @@ def test_default_scores_by_leave_one_out_and_keeps_the_best_fit(small):
     # the kept fit is what a fit on all rows with those heads gives
     same = clone(best).fit(X, y)
     assert_allclose(same.predict(X), alloc.predict(X), rtol=1e-5)
+
+
+def test_the_best_allocation_is_refitted_with_members(small):
+    """n_members='auto' refits the best candidate with the rule's members
+    (its first member is the candidate's own fit); an int sets them; an
+    estimator's own members are kept; one without the parameter is refused
+    more than one."""
+    X, y = small
+    n = X.shape[0]
+    alloc = HeadAllocator(_fast(), budget=6).fit(X, y)
+    assert alloc.n_members_ == default_members(n) == min(4, 4096 // n)
+    best = alloc.best_estimator_
+    assert best.n_members == alloc.n_members_
+    H, d = alloc.n_heads_, alloc.head_dim_
+    assert best.components_.shape[:2] == (H * alloc.n_members_, d)
+    single = clone(best).set_params(n_members=1).fit(X, y)
+    assert_allclose(best.components_[:H], single.components_, rtol=1e-12)
+    # the score is the candidate's, fitted with the estimator's one member
+    assert_allclose(
+        alloc.best_score_, 1 - np.mean((single.loo_prediction_ - y) ** 2) / np.var(y)
+    )
+    two = HeadAllocator(_fast(), budget=6, n_members=2).fit(X, y)
+    assert two.n_members_ == 2 and two.best_estimator_.n_members == 2
+    own = HeadAllocator(_fast(n_members=3), budget=6).fit(X, y)
+    assert own.n_members_ == 3
+    assert [default_members(m) for m in (1, 1024, 1025, 2048, 2049, 10**6)] == [
+        4,
+        4,
+        3,
+        2,
+        1,
+        1,
+    ]
+    with pytest.raises(ValueError, match="n_members=2 needs an estimator"):
+        HeadAllocator(_HeadsWithoutLOO(), budget=4, cv=3, n_members=2).fit(X, y)
 
 
 @pytest.mark.parametrize("n, p", [(300, 6), (3000, 10), (100, 40), (5000, 2)])

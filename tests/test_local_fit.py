@@ -80,6 +80,27 @@ def test_only_the_scored_rows_count():
     assert on_line[0].ridge < on_noise[0].ridge
 
 
+def test_members_are_scored_each_on_its_own_rows():
+    """With members (``scored`` a list), each group of heads is scored on
+    its own rows: two identical members scored on the line's rows choose
+    as one head does; scored on the noise's, they choose as it does there."""
+    rng = np.random.default_rng(2)
+    Z = np.sort(rng.uniform(-6, 6, size=(400, 1)), axis=0)
+    left = np.flatnonzero(Z[:, 0] < 0)
+    right = np.flatnonzero(Z[:, 0] >= 0)
+    y = np.where(Z[:, 0] < 0, 3.0 * Z[:, 0], rng.normal(size=400))
+    rows, sw = np.arange(400), np.full(400, 1.0 / 400)
+    one = _keys(Z, y)
+    two = Keys.of(
+        np.hstack([Z, Z]), y[:, None], sw, kernel=resolve_kernel("softmax"), n_heads=2
+    )
+    for scored in (left, right):
+        alone = choose_readout(one, rows, sw, "auto", scored=scored)
+        members = choose_readout(two, rows, sw, "auto", scored=[scored, scored])
+        assert members[0].ridge == alone[0].ridge
+        np.testing.assert_allclose(members[1][1], alone[1][0], rtol=1e-12)
+
+
 @pytest.mark.parametrize("Estimator", [NWAttentionRegressor, MultiHeadNWRegressor])
 def test_local_ridge_reports_the_readout(Estimator):
     rng = np.random.default_rng(3)

@@ -1,10 +1,13 @@
 """MultiHeadNWRegressor: ensemble behaviour, head weights, diagnostics, std."""
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import friedman_split, rmse
 from numpy.testing import assert_allclose
 from sklearn.datasets import make_friedman1
+from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._multi_head import _optimal_head_weights, _project_to_simplex
@@ -387,3 +390,101 @@ def test_zero_weight_equals_removal_with_defaults(friedman):
     b = MultiHeadNWRegressor(**params).fit(X[keep], y[keep])
     assert_allclose(a.predict(X), b.predict(X), atol=1e-3 * np.ptp(y))
     assert_allclose(a.components_, b.components_, rtol=2e-2, atol=1e-6)
+
+
+def test_members_add_their_heads_to_one_ensemble(friedman):
+    """n_members groups of n_heads: every head-counting attribute counts
+    them all, and the decomposition's parts still add up."""
+    X, y = friedman
+    H, d, K = 2, 2, 3
+    model = MultiHeadNWRegressor(
+        n_heads=H, head_dim=d, n_members=K, random_state=0
+    ).fit(X, y)
+    assert model.components_.shape == (K * H, d, X.shape[1])
+    assert_allclose(model.head_weights_, np.full(K * H, 1 / (K * H)))
+    assert model.subspace_similarity_.shape == (K * H, K * H)
+    assert 0.0 <= model.hdi_ <= 1.0
+    parts = model.bvc_decomposition_
+    n = K * H
+    total = parts.bias2 + parts.variance / n + (1 - 1 / n) * parts.covariance
+    assert parts.n_heads == n and total == pytest.approx(parts.mse, rel=1e-9)
+    assert model.transform(X).shape == (X.shape[0], K * H * d)
+    full = model.attention_weights(X[:3])
+    assert_allclose(np.asarray(full.sum(axis=1)).ravel(), 1.0, rtol=1e-10)
+    pred, interval = model.predict_interval(X[:5])
+    assert np.all((interval[:, 0] <= pred) & (pred <= interval[:, 1]))
+
+
+def test_first_member_is_the_one_member_fit(friedman):
+    """Members draw one after another from one random state: the first
+    member's heads are those of the fit with one member; the others start
+    elsewhere and end elsewhere."""
+    X, y = friedman
+    kw = dict(n_heads=2, head_dim=2, random_state=0, early_stopping=True)
+    one = MultiHeadNWRegressor(**kw).fit(X, y)
+    two = MultiHeadNWRegressor(n_members=2, **kw).fit(X, y)
+    assert_allclose(two.components_[:2], one.components_, rtol=1e-12)
+    assert not np.allclose(two.components_[2:], one.components_, rtol=1e-3)
+
+
+def test_one_head_members_average_single_head_fits(friedman):
+    """n_heads=1 with members: one full-width head per member, the first
+    NWAttentionRegressor's own."""
+    X, y = friedman
+    single = NWAttentionRegressor(random_state=0).fit(X, y)
+    four = MultiHeadNWRegressor(n_heads=1, n_members=4, random_state=0).fit(X, y)
+    assert four.components_.shape == (4,) + single.components_.shape
+    assert_allclose(four.components_[0], single.components_, rtol=1e-12)
+    assert four.hdi_ == pytest.approx(0.0, abs=1e-12)  # every head spans all features
+
+
+def test_members_hold_out_rows_only_where_all_do():
+    """The joined fit's held-out rows are those no member trained on."""
+    from nwensemble._fit.config import SolverResult
+    from nwensemble._fit.engine import _joined
+
+    def result(heldout, n_iter):
+        W = np.full((3, 2), float(n_iter))
+        return SolverResult(W, n_iter, 2 * n_iter, [n_iter], False, heldout)
+
+    joined = _joined([result(np.array([1, 4, 7]), 1), result(np.array([4, 5, 7]), 2)])
+    assert_allclose(joined.heldout, [4, 7])
+    assert joined.W.shape == (3, 4) and (joined.n_iter, joined.n_fev) == (3, 6)
+    assert joined.loss_curve == [1, 2]
+    assert _joined([result(np.array([1]), 1), result(np.array([2]), 1)]).heldout is None
+    assert _joined([result(np.array([1]), 1), result(None, 1)]).heldout is None
+
+
+def test_warm_start_with_members_keeps_every_member(friedman):
+    X, y = friedman
+    model = MultiHeadNWRegressor(
+        n_heads=2, head_dim=2, n_members=2, warm_start=True, random_state=0
+    ).fit(X, y)
+    first = model.components_.copy()
+    model.set_params(max_iter=0).fit(X, y)
+    assert_allclose(model.components_, first, rtol=1e-12)
+    with pytest.raises(ValueError, match="warm_start"):
+        model.set_params(n_members=3).fit(X, y)
+
+
+def test_members_fit_alike_under_namespaces(ns, friedman):
+    """Members with their own held-out rows (each scoring the readout on its
+    own) give the same model under every namespace."""
+    X, y = friedman
+    kw = dict(
+        n_heads=2,
+        head_dim=2,
+        n_members=2,
+        random_state=0,
+        max_iter=10,
+        bvc_resamples=0,
+        early_stopping=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = MultiHeadNWRegressor(**kw).fit(X, y)
+        with ns.context():
+            model = MultiHeadNWRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+            pred = ns.check_output(model.predict(ns.asarray(X[:9])))
+    assert_allclose(pred, ref.predict(X[:9]), rtol=1e-10)
+    assert model.local_ridge_ == ref.local_ridge_

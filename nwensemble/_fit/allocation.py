@@ -74,3 +74,17 @@ def candidate_allocations(n_samples, n_features, budget, smoothness):
     if (1, max_dim) not in candidates:
         candidates.append((1, max_dim))
     return candidates
+
+
+# n_members='auto' of HeadAllocator: at most this many members ...
+MAX_MEMBERS = 4
+# ... and no more than keep their rows together within this many: the fits
+# of k members on n rows cost about k n^2 per pass, at most what one fit on
+# this many rows costs.
+MEMBER_ROWS = 4096
+
+
+def default_members(n_samples):
+    """``n_members='auto'``: ``MEMBER_ROWS // n_samples`` within 1 and
+    ``MAX_MEMBERS``."""
+    return int(min(MAX_MEMBERS, max(1, MEMBER_ROWS // max(n_samples, 1))))

@@ -18,7 +18,10 @@ class FitConfig:
     those names (their docstrings say what they do; ``from_params`` copies
     them, so no default is restated here). The others are resolved by the
     estimator: ``kernel`` the ``Kernel`` object of its ``kernel``
-    parameter, ``n_heads``, ``diversity`` (a float or ``'auto'``),
+    parameter, ``n_heads`` (per member), ``n_members`` (groups of
+    ``n_heads`` fitted one after another, each from its own start and
+    held-out rows, whose heads the model then averages together),
+    ``diversity`` (a float or ``'auto'``),
     ``callback`` (None, or called as ``callback(W, n_iter)`` with the
     (p, n_heads * d) float64 projection in the standardised units it is
     learned in) and ``name``, which prefixes verbose lines.
@@ -42,6 +45,7 @@ class FitConfig:
     callback: Optional[Callable]
     verbose: int
     name: str
+    n_members: int = 1
 
     PARAMETERS = (
         "head_dim",

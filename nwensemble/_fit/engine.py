@@ -105,7 +105,6 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     summing to one; ``previous`` the last fit's ``W`` (warm start) or None.
     Returns ``FittedHeads``.
     """
-    n_heads = config.n_heads
     features, Xs = fit_feature_map(
         X, sw, standardize=config.standardize, rng=rng, xp=xp
     )
@@ -121,47 +120,39 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     if duplicates is not None:
         Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
-    start = time.perf_counter()
-    if isinstance(Xt, Design):
-        W0 = start_with_codes(
-            config, previous, Xt, features.codes, Yt, swt, rng=rng, xp=xp
+    members = [
+        _fit_member(
+            config,
+            _member_slice(previous, m, config),
+            features,
+            X,
+            Xt,
+            Yt,
+            swt,
+            rng=rng,
+            xp=xp,
         )
-    else:
-        # Init arrays are in input units when the map is linear, else in
-        # the units of the warped, standardised features.
-        scale = features.scale if features.is_linear else None
-        scale_np = np.ones(X.shape[1]) if scale is None else to_numpy(scale)
-        W0 = initial_projection(
-            config, previous, Xt, Yt, swt, scale_np.astype(np.float64), rng=rng, xp=xp
-        )
-    config.progress("start (bandwidths on a subsample)", start)
-    d = W0.shape[1] // n_heads
-
-    start = time.perf_counter()
-    n_positive = int(np.count_nonzero(to_numpy(swt) > 0))
-    solver = choose_solver(config.solver, n_positive, n_heads)
-    fitted = solve_with_diversity(solver.solve, config, W0, Xt, Yt, swt, rng=rng, xp=xp)
-    if fitted.at_max_iter:
-        warnings.warn(
-            f"{config.name} stopped after max_iter={config.max_iter} "
-            f"{solver.iterations} before the loss converged; increase max_iter "
-            "or tol.",
-            ConvergenceWarning,
-        )
-    config.progress(
-        f"fitted, {fitted.n_iter} {solver.iterations}, {fitted.n_fev} "
-        f"{solver.evaluations}",
-        start,
-    )
+        for m in range(config.n_members)
+    ]
+    fitted = _joined(members)
+    n_heads = config.n_heads * config.n_members
+    d = fitted.W.shape[1] // n_heads
 
     W = xp.asarray(fitted.W, dtype=X.dtype, device=device(Y))
     keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = _original_rows(fitted.heldout, merged_group, duplicates)
+    if len(members) > 1:
+        scoring = [
+            _original_rows(member.heldout, merged_group, duplicates)
+            for member in members
+        ]
+    else:
+        scoring = heldout
     start = time.perf_counter()
     loo, keys = _leave_one_out(
         keys,
         sw,
-        heldout,
+        scoring,
         config.local_fit,
         duplicates=duplicates,
         embeddings=features.codes is not None,
@@ -184,24 +175,102 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     )
 
 
+def _fit_member(config, previous, features, X, Xt, Yt, swt, *, rng, xp):
+    """One member's heads: their start, then the solver (``SolverResult``)."""
+    n_heads = config.n_heads
+    start = time.perf_counter()
+    if isinstance(Xt, Design):
+        W0 = start_with_codes(
+            config, previous, Xt, features.codes, Yt, swt, rng=rng, xp=xp
+        )
+    else:
+        # Init arrays are in input units when the map is linear, else in
+        # the units of the warped, standardised features.
+        scale = features.scale if features.is_linear else None
+        scale_np = np.ones(X.shape[1]) if scale is None else to_numpy(scale)
+        W0 = initial_projection(
+            config, previous, Xt, Yt, swt, scale_np.astype(np.float64), rng=rng, xp=xp
+        )
+    config.progress("start (bandwidths on a subsample)", start)
+
+    start = time.perf_counter()
+    n_positive = int(np.count_nonzero(to_numpy(swt) > 0))
+    solver = choose_solver(config.solver, n_positive, n_heads)
+    fitted = solve_with_diversity(solver.solve, config, W0, Xt, Yt, swt, rng=rng, xp=xp)
+    if fitted.at_max_iter:
+        warnings.warn(
+            f"{config.name} stopped after max_iter={config.max_iter} "
+            f"{solver.iterations} before the loss converged; increase max_iter "
+            "or tol.",
+            ConvergenceWarning,
+        )
+    config.progress(
+        f"fitted, {fitted.n_iter} {solver.iterations}, {fitted.n_fev} "
+        f"{solver.evaluations}",
+        start,
+    )
+    return fitted
+
+
+def _member_slice(previous, m, config):
+    """Member ``m``'s columns of a warm start's ``W`` (None stays None)."""
+    if previous is None or config.n_members == 1:
+        return previous
+    width = previous.shape[1] // config.n_members
+    return previous[:, m * width : (m + 1) * width]
+
+
+def _joined(members):
+    """The members' ``SolverResult``s as one: their projections side by side
+    (member after member, each its heads), iterations and evaluations
+    summed, loss curves one after another, and as held-out rows those held
+    out of every member's fit (None when no row was)."""
+    if len(members) == 1:
+        return members[0]
+    heldout = members[0].heldout
+    for member in members[1:]:
+        if heldout is None or member.heldout is None:
+            heldout = None
+            break
+        heldout = np.intersect1d(heldout, member.heldout)
+    if heldout is not None and heldout.shape[0] == 0:
+        heldout = None
+    return dataclasses.replace(
+        members[0],
+        W=np.concatenate([member.W for member in members], axis=1),
+        n_iter=sum(member.n_iter for member in members),
+        n_fev=sum(member.n_fev for member in members),
+        loss_curve=[loss for member in members for loss in member.loss_curve],
+        at_max_iter=any(member.at_max_iter for member in members),
+        heldout=heldout,
+    )
+
+
 def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, embeddings, rng):
     """The heads' leave-one-out residuals (see ``LeaveOneOut``) and the keys
     with the readout ``local_fit`` chooses by them (see ``local_fit``),
     scored on the rows held out of the projections' fit where there are
-    any. The residuals are those of every row up to ``LOO_STATS_ROWS``,
-    else of a random subset of queries (the held-out rows first), each
-    attending to all rows, so that their cost stays linear in n."""
+    any (``heldout``: those rows or None; with members, a list of each
+    member's, and each member is scored on its own). The residuals are
+    those of every row up to ``LOO_STATS_ROWS``, else of a random subset of
+    queries (the held-out rows first), each attending to all rows, so that
+    their cost stays linear in n."""
     xp = keys.xp
     sw_np = to_numpy(sw).astype(np.float64)
     positive = np.flatnonzero(sw_np > 0)
     n = keys.n_samples
+    per_member = heldout if isinstance(heldout, list) else [heldout]
+    given = [held for held in per_member if held is not None]
+    first = np.unique(np.concatenate(given)) if given else None
     sampled = None
     rows_np = np.arange(n)
     if positive.shape[0] > LOO_STATS_ROWS:
-        rows_np = _sample_loo_rows(positive, heldout, LOO_STATS_ROWS, rng=rng)
+        rows_np = _sample_loo_rows(positive, first, LOO_STATS_ROWS, rng=rng)
         sampled = rows_np
     rows = xp.asarray(rows_np, device=device(keys.Z))
-    scored = _scored_rows(rows_np, heldout, duplicates)
+    scored = [_scored_rows(rows_np, held, duplicates) for held in per_member]
+    if not isinstance(heldout, list):
+        scored = scored[0]
     readout, heads, fallback, sums = choose_readout(
         keys, rows, sw_np[rows_np], local_fit, scored=scored, embeddings=embeddings
     )

@@ -52,7 +52,11 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     of candidates. The uniform mean of the heads is scored by its weighted
     squared error (weights ``sw_rows``, a NumPy array, each output relative
     to its variance), on the positions ``scored`` of ``rows`` (all when
-    None); the least error chooses. ``embeddings``: the table has
+    None); the least error chooses. ``scored`` may also be a list, one
+    entry (positions or None) per member of a fit with members (the heads
+    split into that many equal consecutive groups): each member's mean is
+    then scored on its own positions (the rows it held out) and the errors
+    add up. ``embeddings``: the table has
     categorical or missing-value embeddings (see ``candidates``).
     """
     options = candidates(local_fit, keys, embeddings=embeddings)
@@ -67,30 +71,44 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     nums, queries = sums.nums, sums.queries
     Y_rows = xp.take(keys.Y, rows, axis=0)
     t = Y_rows.shape[1]
-    sw = np.asarray(sw_rows, dtype=np.float64)
-    if scored is not None:
-        inside = np.isin(np.arange(sw.shape[0]), scored)
-        if (sw[inside] > 0).any():
-            sw = np.where(inside, sw, 0.0)
-    sw = sw / sw.sum()
     # Errors in units of a power of two of the targets: exact, and their
     # squares stay finite at any scale.
     Y_np = to_numpy(Y_rows).astype(np.float64)
     scale = power_of_two_scale(Y_np)
     Y_np = Y_np / scale
-    var = sw @ (Y_np - sw @ Y_np) ** 2
-    var = np.where(var > 0, var, 1.0)
+    groups = scored if isinstance(scored, list) else [scored]
+    width = keys.n_heads // len(groups)
+    weights = []
+    for positions in groups:
+        sw = _scoring_weights(sw_rows, positions)
+        var = sw @ (Y_np - sw @ Y_np) ** 2
+        weights.append((sw, np.where(var > 0, var, 1.0)))
     best = None
     for readout in options:
         heads = xp.stack(
             [_estimate(readout, num, Qh, t, xp=xp) for num, Qh in zip(nums, queries)]
         )
-        mean = to_numpy(xp.mean(heads, axis=0)).astype(np.float64) / scale
-        error = float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1))
+        error = 0.0
+        for g, (sw, var) in enumerate(weights):
+            group = heads[g * width : (g + 1) * width, ...]
+            mean = to_numpy(xp.mean(group, axis=0)).astype(np.float64) / scale
+            error += float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1))
         if best is None or error < best[0]:
             best = (error, readout, heads)
     readout = best[1]
     return readout, best[2], sums.fallback, None if readout.is_constant else sums
+
+
+def _scoring_weights(sw_rows, positions):
+    """The weights (summing to one) that score a readout on the positions
+    ``positions`` of the rows: all rows when None, or when none of those
+    positions has weight."""
+    sw = np.asarray(sw_rows, dtype=np.float64)
+    if positions is not None:
+        inside = np.isin(np.arange(sw.shape[0]), positions)
+        if (sw[inside] > 0).any():
+            sw = np.where(inside, sw, 0.0)
+    return sw / sw.sum()
 
 
 def _estimate(readout, num, Qh, t, *, xp):
