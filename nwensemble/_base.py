@@ -24,6 +24,7 @@ from nwensemble._atomic import atomic_fit
 from nwensemble._docstrings import fill_doc
 from nwensemble._fit.config import FitConfig
 from nwensemble._fit.engine import fit_heads
+from nwensemble._fit.local_fit import local_ridges
 from nwensemble._fit.optim import fit_threads
 from nwensemble._predict.combination import combine_heads
 from nwensemble._predict.intervals import interval_alpha
@@ -218,7 +219,7 @@ class BaseNWRegressor(
         self.n_fev_ = fitted.solver.n_fev
         self.loss_curve_ = fitted.solver.loss_curve
         self.duplicate_weight_ = combination.duplicate_weight
-        self.local_ridge_ = fitted.keys.readout.ridge
+        self.local_ridge_ = local_ridges(fitted.keys.readout)
         self.loo_prediction_ = self.predictor_.output(loo)
         calibration = combination.calibration
         self.calibration_rows_ = self.predictor_.to_model(

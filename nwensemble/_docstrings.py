@@ -200,9 +200,10 @@ duplicate_weight_ : float
     The blend's weight ``rho`` (see ``duplicate_weight``): learned with
     ``'auto'``, else the parameter.
 
-local_ridge_ : float
+local_ridge_ : float or ndarray of shape (n_members * n_heads,)
     The ridge of the heads' local-linear fits (see ``local_fit``), ``inf``
-    when they read the weighted mean.
+    when they read the weighted mean; one per head when a fit's members
+    (``n_members``) chose different ones.
 
 loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
     The exact leave-one-out predictions of the training rows (each row

@@ -10,8 +10,10 @@ from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.local_fit import (
     MAX_LINE_DIM,
     RIDGES,
+    _per_group_choice,
     candidates,
     choose_readout,
+    local_ridges,
 )
 from nwensemble._shared.kernels import resolve_kernel
 from nwensemble._shared.keys import Keys
@@ -95,10 +97,35 @@ def test_members_are_scored_each_on_its_own_rows():
         np.hstack([Z, Z]), y[:, None], sw, kernel=resolve_kernel("softmax"), n_heads=2
     )
     for scored in (left, right):
-        alone = choose_readout(one, rows, sw, "auto", scored=scored)
-        members = choose_readout(two, rows, sw, "auto", scored=[scored, scored])
+        alone = choose_readout(one, rows, sw, "linear", scored=scored)
+        members = choose_readout(two, rows, sw, "linear", scored=[scored, scored])
         assert members[0].ridge == alone[0].ridge
         np.testing.assert_allclose(members[1][1], alone[1][0], rtol=1e-12)
+    # Scored on different rows, each member keeps its own ridge (one per
+    # head), and each head reads its estimates with its member's.
+    on_line = choose_readout(one, rows, sw, "linear", scored=left)
+    on_noise = choose_readout(one, rows, sw, "linear", scored=right)
+    readout, heads, _, sums = choose_readout(
+        two, rows, sw, "linear", scored=[left, right]
+    )
+    assert [r.ridge for r in readout] == [on_line[0].ridge, on_noise[0].ridge]
+    assert on_line[0].ridge < on_noise[0].ridge and sums is not None
+    np.testing.assert_allclose(heads[0], on_line[1][0], rtol=1e-12)
+    np.testing.assert_allclose(heads[1], on_noise[1][0], rtol=1e-12)
+    assert np.all(local_ridges(readout) == [r.ridge for r in readout])
+
+
+def test_members_read_the_mean_together_or_lines_each():
+    """Several members read the weighted mean all together, where it does
+    no worse in total than each member's best line, or lines each."""
+    constant = [False, False, True]
+    assert _per_group_choice(
+        np.array([[1.0, 2.0], [2.0, 1.0], [2.5, 2.5]]), constant
+    ) == [0, 1]
+    assert _per_group_choice(
+        np.array([[1.0, 3.0], [2.0, 2.5], [1.5, 2.0]]), constant
+    ) == [2, 2]
+    assert _per_group_choice(np.array([[3.0], [2.0], [1.0]]), constant) == [2]
 
 
 @pytest.mark.parametrize("Estimator", [NWAttentionRegressor, MultiHeadNWRegressor])

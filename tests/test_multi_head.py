@@ -1,5 +1,6 @@
 """MultiHeadNWRegressor: ensemble behaviour, head weights, diagnostics, std."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -413,6 +414,10 @@ def test_members_add_their_heads_to_one_ensemble(friedman):
     assert_allclose(np.asarray(full.sum(axis=1)).ravel(), 1.0, rtol=1e-10)
     pred, interval = model.predict_interval(X[:5])
     assert np.all((interval[:, 0] <= pred) & (pred <= interval[:, 1]))
+    # The members chose their own ridges here; they survive a pickle.
+    assert np.shape(model.local_ridge_) == (K * H,)
+    loaded = pickle.loads(pickle.dumps(model))
+    assert_allclose(loaded.predict(X[:5]), model.predict(X[:5]), rtol=1e-12)
 
 
 def test_first_member_is_the_one_member_fit(friedman):
@@ -487,4 +492,4 @@ def test_members_fit_alike_under_namespaces(ns, friedman):
             model = MultiHeadNWRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
             pred = ns.check_output(model.predict(ns.asarray(X[:9])))
     assert_allclose(pred, ref.predict(X[:9]), rtol=1e-10)
-    assert model.local_ridge_ == ref.local_ridge_
+    np.testing.assert_array_equal(model.local_ridge_, ref.local_ridge_)

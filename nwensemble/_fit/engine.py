@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from nwensemble._fit.config import SolverResult
 from nwensemble._fit.diversity import solve_with_diversity
 from nwensemble._fit.embedding_start import start_with_codes
-from nwensemble._fit.local_fit import choose_readout
+from nwensemble._fit.local_fit import choose_readout, local_ridges
 from nwensemble._fit.solvers import choose_solver
 from nwensemble._fit.start import initial_projection
 from nwensemble._shared.backend import device, to_numpy
@@ -160,7 +160,7 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     )
     config.progress(
         f"leave-one-out statistics on {loo.residuals.shape[1]} rows, "
-        f"local ridge {keys.readout.ridge:g}",
+        f"local ridge {local_ridges(keys.readout)}",
         start,
     )
     return FittedHeads(

@@ -55,8 +55,9 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     None); the least error chooses. ``scored`` may also be a list, one
     entry (positions or None) per member of a fit with members (the heads
     split into that many equal consecutive groups): each member's mean is
-    then scored on its own positions (the rows it held out) and the errors
-    add up. ``embeddings``: the table has
+    then scored on its own positions (the rows it held out) and chooses
+    its own ridge, returned as a tuple of readouts, one per head (see
+    ``_per_group_choice``). ``embeddings``: the table has
     categorical or missing-value embeddings (see ``candidates``).
     """
     options = candidates(local_fit, keys, embeddings=embeddings)
@@ -83,20 +84,63 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
         sw = _scoring_weights(sw_rows, positions)
         var = sw @ (Y_np - sw @ Y_np) ** 2
         weights.append((sw, np.where(var > 0, var, 1.0)))
-    best = None
+    # errors[o, g]: option o's error on group g's rows, of group g's mean.
+    errors, estimates = [], []
     for readout in options:
         heads = xp.stack(
             [_estimate(readout, num, Qh, t, xp=xp) for num, Qh in zip(nums, queries)]
         )
-        error = 0.0
+        row = []
         for g, (sw, var) in enumerate(weights):
             group = heads[g * width : (g + 1) * width, ...]
             mean = to_numpy(xp.mean(group, axis=0)).astype(np.float64) / scale
-            error += float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1))
-        if best is None or error < best[0]:
-            best = (error, readout, heads)
-    readout = best[1]
-    return readout, best[2], sums.fallback, None if readout.is_constant else sums
+            row.append(float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1)))
+        errors.append(row)
+        estimates.append(heads)
+    errors = np.asarray(errors)
+    chosen = _per_group_choice(errors, [r.is_constant for r in options])
+    if len(set(chosen)) == 1:
+        readout, heads = options[chosen[0]], estimates[chosen[0]]
+    else:
+        readout = tuple(options[o] for o in chosen for _ in range(width))
+        heads = xp.concat(
+            [
+                estimates[o][g * width : (g + 1) * width, ...]
+                for g, o in enumerate(chosen)
+            ],
+            axis=0,
+        )
+    line = not options[chosen[0]].is_constant
+    return readout, heads, sums.fallback, sums if line else None
+
+
+def local_ridges(readout):
+    """The ridge of ``readout`` (a float), or of each head's for a tuple
+    of readouts (a float64 array)."""
+    if isinstance(readout, tuple):
+        return np.array([r.ridge for r in readout], dtype=np.float64)
+    return readout.ridge
+
+
+def _per_group_choice(errors, constant):
+    """Per group, the index of its option: for one group the least error;
+    for several (members), the weighted mean for all of them where it does
+    no worse in total than each group's best line, else each group's best
+    line (the passes need every head to read a line or every head the
+    mean). ``errors`` (options, groups); ``constant`` per option."""
+    constant = np.asarray(constant)
+    if errors.shape[1] == 1:
+        return [int(np.argmin(errors[:, 0]))]
+    lines = np.flatnonzero(~constant)
+    means = np.flatnonzero(constant)
+    best_lines = lines[np.argmin(errors[lines, :], axis=0)] if lines.size else None
+    if best_lines is None or (
+        means.size
+        and errors[means[0], :].sum()
+        <= errors[best_lines, np.arange(errors.shape[1])].sum()
+    ):
+        return [int(means[0])] * errors.shape[1]
+    return [int(o) for o in best_lines]
 
 
 def _scoring_weights(sw_rows, positions):

@@ -110,14 +110,14 @@ def predict_interval(keys, combination, Q, *, alpha, method):
 
     def estimate_and_left_out(block):
         h = block.h
-        est, left_out = keys.readout.left_out(
+        est, left_out = keys.readout_of(h).left_out(
             block.E, block.num, block.Qh, Z_cal[h], Y_cal, cal_rows, xp=xp
         )
         return alpha_h[h] * est, alpha_h[h] * left_out
 
     estimates, lower, upper = [], [], []
     # A local-linear readout holds (block, calibration rows, head_dim) arrays.
-    n_blocks = 2 if keys.readout.is_constant else 3 * (keys.head_dim + 2)
+    n_blocks = 2 if keys.reads_mean else 3 * (keys.head_dim + 2)
     for rows, (mu, M) in over_heads(Q, keys, estimate_and_left_out, n_blocks=n_blocks):
         spread = R[None, :, :]
         if scale_q is not None:

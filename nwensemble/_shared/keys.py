@@ -34,9 +34,11 @@ class Keys:
     support_index : list of SupportIndex or None
         What the kernel searches the keys with (a compact kernel's radius
         search per head), or None.
-    readout : Readout
+    readout : Readout or tuple of Readout
         How each head reads its estimate out of its attention (see
-        ``readout``).
+        ``readout``): one for every head, or one per head (a fit with
+        members, each with its own ridge; either all of them lines or all
+        the weighted mean).
     """
 
     Z: Any
@@ -53,6 +55,16 @@ class Keys:
         xp, _ = namespace_of(Z)
         log_sw = log_weights(sample_weight, xp=xp)
         return cls(Z, Y, log_sw, kernel, n_heads, readout=readout)
+
+    def readout_of(self, h):
+        """Head ``h``'s readout."""
+        readout = self.readout
+        return readout[h] if isinstance(readout, tuple) else readout
+
+    @property
+    def reads_mean(self):
+        """Whether the heads read the weighted mean (local constant)."""
+        return self.readout_of(0).is_constant
 
     @property
     def xp(self):
@@ -83,7 +95,7 @@ class Keys:
         """These keys with the kernel's search index built (the same keys
         when the kernel has none, or when the readout is not the local
         constant, whose passes the index serves)."""
-        if not self.readout.is_constant:
+        if not self.reads_mean:
             return self
         index = self.kernel.search_index(self.Z, self.log_sw, n_heads=self.n_heads)
         return dataclasses.replace(self, support_index=index)

@@ -71,8 +71,8 @@ def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
 def readout_columns(keys):
     """Per head, the key-side columns whose attention sums its readout
     reads (``Readout.columns``; one array shared by every head for the
-    local constant)."""
-    xp, readout = keys.xp, keys.readout
+    local constant). A line's columns do not depend on its ridge."""
+    xp, readout = keys.xp, keys.readout_of(0)
     if readout.is_constant:
         return [readout.columns(keys.Y, None, xp=xp)] * keys.n_heads
     return [readout.columns(keys.Y, keys.head(h), xp=xp) for h in range(keys.n_heads)]
@@ -112,12 +112,12 @@ class HeadBlock:
 
     def estimate(self):
         """The head's estimates (m, t), as its readout reads them."""
-        return self.keys.readout.estimate(self.num, self.Qh, xp=self.keys.xp)
+        return self.keys.readout_of(self.h).estimate(self.num, self.Qh, xp=self.keys.xp)
 
     def weights(self):
         """The normalised weights (m, n) of the head's estimate on the keys."""
         keys = self.keys
-        return keys.readout.weights(
+        return keys.readout_of(self.h).weights(
             self.E, self.num, self.Qh, keys.head(self.h), xp=keys.xp
         )
 

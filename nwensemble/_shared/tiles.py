@@ -77,7 +77,7 @@ class TilePasses(BlockPasses):
         alpha = uniform_or(head_weights, keys.n_heads)
         n_heads = len(alpha)
         Q, exclude = self._queries(Q, loo_rows)
-        if not keys.readout.is_constant:
+        if not keys.reads_mean:
             return self._line_spread(Q, alpha, exclude, sums)
         m, n, t = Q.shape[0], keys.n_samples, Y.shape[1]
         dev = device(keys.Z)
@@ -166,7 +166,7 @@ class TilePasses(BlockPasses):
             )
         est, F = None, []
         for h, (a, num) in enumerate(zip(alpha, sums.nums)):
-            head, factors = keys.readout.weight_factors(
+            head, factors = keys.readout_of(h).weight_factors(
                 num, Q[:, h * d : (h + 1) * d], xp=xp
             )
             est = a * head if est is None else est + a * head
@@ -238,7 +238,8 @@ class TilePasses(BlockPasses):
         d = keys.head_dim
 
         def estimate(h, rows, num, stable):
-            return keys.readout.estimate(num, Q[rows, h * d : (h + 1) * d], xp=keys.xp)
+            readout = keys.readout_of(h)
+            return readout.estimate(num, Q[rows, h * d : (h + 1) * d], xp=keys.xp)
 
         parts = self._per_head_tile(Q, exclude, estimate)
         return [concat_rows(tiles, xp=keys.xp) for tiles in parts]
