@@ -12,7 +12,8 @@ for the folds and the models), for 90% intervals:
   held out of the projection's fit when it held any (the output says how
   many), else on those of all training rows;
 * ``ours (4 members)`` (``--models`` adds it): the same with
-  ``n_members=4``, whose calibration rows are those no member trained on;
+  ``n_members=4``, which calibrates on every training row (no row is held
+  out of every member);
 * MAPIE's ``CrossConformalRegressor`` (CV+, 5 folds) around
   ``HistGradientBoostingRegressor`` and around a scaled
   ``KNeighborsRegressor``.
@@ -81,9 +82,9 @@ def ours(**params):
 
 
 def mapie_cv_plus(make_estimator):
-    from mapie.regression import CrossConformalRegressor
-
     def run(Xtr, ytr, Xte, seed):
+        from mapie.regression import CrossConformalRegressor
+
         start = time.perf_counter()
         model = CrossConformalRegressor(
             make_estimator(),

@@ -414,6 +414,8 @@ def test_members_add_their_heads_to_one_ensemble(friedman):
     assert_allclose(np.asarray(full.sum(axis=1)).ravel(), 1.0, rtol=1e-10)
     pred, interval = model.predict_interval(X[:5])
     assert np.all((interval[:, 0] <= pred) & (pred <= interval[:, 1]))
+    assert np.all(np.isfinite(interval))
+    assert model.calibration_rows_.shape[0] == X.shape[0]
     # The members chose their own ridges here; they survive a pickle.
     assert np.shape(model.local_ridge_) == (K * H,)
     loaded = pickle.loads(pickle.dumps(model))
@@ -443,8 +445,9 @@ def test_one_head_members_average_single_head_fits(friedman):
     assert four.hdi_ == pytest.approx(0.0, abs=1e-12)  # every head spans all features
 
 
-def test_members_hold_out_rows_only_where_all_do():
-    """The joined fit's held-out rows are those no member trained on."""
+def test_joined_members_hold_no_rows_out():
+    """The joined fit holds no rows out: the rows no member trained on are
+    too few to calibrate intervals on."""
     from nwensemble._fit.config import SolverResult
     from nwensemble._fit.engine import _joined
 
@@ -453,11 +456,11 @@ def test_members_hold_out_rows_only_where_all_do():
         return SolverResult(W, n_iter, 2 * n_iter, [n_iter], False, heldout)
 
     joined = _joined([result(np.array([1, 4, 7]), 1), result(np.array([4, 5, 7]), 2)])
-    assert_allclose(joined.heldout, [4, 7])
+    assert joined.heldout is None
     assert joined.W.shape == (3, 4) and (joined.n_iter, joined.n_fev) == (3, 6)
     assert joined.loss_curve == [1, 2]
-    assert _joined([result(np.array([1]), 1), result(np.array([2]), 1)]).heldout is None
-    assert _joined([result(np.array([1]), 1), result(None, 1)]).heldout is None
+    one = result(np.array([1]), 1)
+    assert _joined([one]) is one
 
 
 def test_warm_start_with_members_keeps_every_member(friedman):
