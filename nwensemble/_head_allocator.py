@@ -269,24 +269,22 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
             base = clone(base).set_params(random_state=self.random_state)
         return base
 
-    def _members(self, own, n_samples):
-        """The chosen model's members: ``n_members`` resolved for
-        ``n_samples`` rows, ``own`` being the estimator's (1 when it has no
-        such parameter)."""
+    def _members(self, base, n_samples):
+        """The members of the estimator ``base`` (1 when it has no
+        ``n_members``) and of the chosen model: ``n_members`` resolved for
+        ``n_samples`` rows."""
+        params = base.get_params(deep=False)
+        has = "n_members" in params
+        own = params["n_members"] if has else 1
         if self.n_members == "auto":
-            if own != 1 or not self._has_members():
-                return own
-            return default_members(n_samples)
-        if self.n_members != own and not self._has_members():
+            return own, own if own != 1 or not has else default_members(n_samples)
+        if self.n_members != own and not has:
             raise ValueError(
                 f"n_members={self.n_members} needs an estimator with an n_members "
                 f"parameter (such as MultiHeadNWRegressor); "
-                f"{type(self._base_estimator()).__name__} has none."
+                f"{type(base).__name__} has none."
             )
-        return self.n_members
-
-    def _has_members(self):
-        return "n_members" in self._base_estimator().get_params(deep=False)
+        return own, self.n_members
 
     def _budget(self, n_samples, n_features):
         budget = (
@@ -367,8 +365,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         candidates = self._candidates(n, p)
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         search = dict(scoring=self.scoring, n_jobs=self.n_jobs, verbose=self.verbose)
-        own_members = base.get_params(deep=False).get("n_members", 1)
-        members = self._members(own_members, n)
+        own_members, members = self._members(base, n)
         if self.strategy == "cv" and self.cv is not None:
             found = search_by_folds(
                 base,
@@ -391,11 +388,17 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
                 required=self.strategy == "cv",
                 **search,
             )
-        self.cv_results_, self.best_index_, self.best_score_, best = found
-        self.best_params_ = dict(self.cv_results_["params"][self.best_index_])
+        cv_results, best_index, best_score, best = found
+        best_params = dict(cv_results["params"][best_index])
         if self.refit and members != own_members:
-            best = clone(base).set_params(**self.best_params_, n_members=members)
+            best = clone(base).set_params(**best_params, n_members=members)
             best.fit(X, y, **fit_params)
+        self.cv_results_, self.best_index_, self.best_score_ = (
+            cv_results,
+            best_index,
+            best_score,
+        )
+        self.best_params_ = best_params
         if self.refit:
             self.best_estimator_ = best
         self.n_members_ = int(members)

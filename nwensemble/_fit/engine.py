@@ -141,13 +141,9 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     W = xp.asarray(fitted.W, dtype=X.dtype, device=device(Y))
     keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = _original_rows(fitted.heldout, merged_group, duplicates)
-    if len(members) > 1:
-        scoring = [
-            _original_rows(member.heldout, merged_group, duplicates)
-            for member in members
-        ]
-    else:
-        scoring = heldout
+    scoring = [
+        _original_rows(member.heldout, merged_group, duplicates) for member in members
+    ]
     start = time.perf_counter()
     loo, keys = _leave_one_out(
         keys,
@@ -241,20 +237,18 @@ def _joined(members):
     )
 
 
-def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, embeddings, rng):
+def _leave_one_out(keys, sw, per_member, local_fit, *, duplicates, embeddings, rng):
     """The heads' leave-one-out residuals (see ``LeaveOneOut``) and the keys
     with the readout ``local_fit`` chooses by them (see ``local_fit``),
-    scored on the rows held out of the projections' fit where there are
-    any (``heldout``: those rows or None; with members, a list of each
-    member's, and each member is scored on its own). The residuals are
-    those of every row up to ``LOO_STATS_ROWS``, else of a random subset of
-    queries (the held-out rows first), each attending to all rows, so that
-    their cost stays linear in n."""
+    each member scored on the rows held out of its projections' fit where
+    there are any (``per_member``: per member, those rows or None). The
+    residuals are those of every row up to ``LOO_STATS_ROWS``, else of a
+    random subset of queries (the held-out rows first), each attending to
+    all rows, so that their cost stays linear in n."""
     xp = keys.xp
     sw_np = to_numpy(sw).astype(np.float64)
     positive = np.flatnonzero(sw_np > 0)
     n = keys.n_samples
-    per_member = heldout if isinstance(heldout, list) else [heldout]
     given = [held for held in per_member if held is not None]
     first = np.unique(np.concatenate(given)) if given else None
     sampled = None
@@ -264,8 +258,6 @@ def _leave_one_out(keys, sw, heldout, local_fit, *, duplicates, embeddings, rng)
         sampled = rows_np
     rows = xp.asarray(rows_np, device=device(keys.Z))
     scored = [_scored_rows(rows_np, held, duplicates) for held in per_member]
-    if not isinstance(heldout, list):
-        scored = scored[0]
     readout, heads, fallback, sums = choose_readout(
         keys, rows, sw_np[rows_np], local_fit, scored=scored, embeddings=embeddings
     )
