@@ -12,8 +12,8 @@ for the folds and the models), for 90% intervals:
   held out of the projection's fit when it held any (the output says how
   many), else on those of all training rows;
 * ``ours (4 members)`` (``--models`` adds it): the same with
-  ``n_members=4``, which calibrates on every training row (no row is held
-  out of every member);
+  ``n_members=4``, which calibrates on the rows some member held out, each
+  with the heads of the members that held it out;
 * MAPIE's ``CrossConformalRegressor`` (CV+, 5 folds) around
   ``HistGradientBoostingRegressor`` and around a scaled
   ``KNeighborsRegressor``.

@@ -216,8 +216,10 @@ loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
 calibration_rows_ : array of int
     The training rows whose leave-one-out residuals calibrate
     :meth:`predict_interval`: the rows held out of the projections' fit
-    (early stopping) when there were any, else every row with a
-    leave-one-out prediction and positive weight.
+    (early stopping; with members, the rows some member held out, each
+    calibrating on the heads of the members that held it out) when there
+    were any, else every row with a leave-one-out prediction and positive
+    weight.
 
 predictor_ : NWPredictor
     The fitted state that prediction reads (projected training rows,

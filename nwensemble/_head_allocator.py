@@ -112,10 +112,8 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         2048): on small tables a fit's random draws move its error by
         several per cent and the members average them out, at about the
         cost of one fit on 4096 rows (the user guide's allocation page has
-        the figures). The members' intervals calibrate on optimistic
-        residuals and cover a few points less than one fit's; use 1 where
-        coverage matters more. Needs an estimator with an ``n_members``
-        parameter unless it resolves to 1.
+        the figures). Needs an estimator with an ``n_members`` parameter
+        unless it resolves to 1.
 
     random_state : int, RandomState instance or None, default=None
         Given to every candidate as its ``random_state`` (the estimator's

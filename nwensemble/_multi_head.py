@@ -90,8 +90,10 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         draws leave in one fit, for ``n_members`` fits' time. With
         ``n_heads=1`` the members are fits of :class:`NWAttentionRegressor`'s
         model. An ``init`` array starts every member; ``diversity_`` is the
-        first member's. The user guide's multi-head page says what members
-        bought; :class:`HeadAllocator` refits its choice with members.
+        first member's. Intervals calibrate each row some member held out
+        on the heads of the members that held it out. The user guide's
+        multi-head page says what members bought; :class:`HeadAllocator`
+        refits its choice with members.
 
     head_weights : {'uniform', 'optimal'}, default='uniform'
         How predictions combine the heads. ``'uniform'``: the plain average.

@@ -6,7 +6,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._predict.intervals import conformal_rank
+from nwensemble._predict.intervals import calibration_rows, conformal_rank
 
 METHODS = ["jackknife+", "adaptive"]
 
@@ -52,6 +52,32 @@ def test_coverage_is_within_binomial_limits_across_seeds(method):
     assert abs(np.mean(coverages) - mean) < 4 * sd, (coverages, mean, sd)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", METHODS)
+def test_members_cover_at_least_the_confidence_level_across_seeds(method):
+    """Members' intervals (each calibration row on the members that held
+    it out) cover new targets at least as often as asked, within the
+    seeds' noise; their residuals come from fewer heads than the
+    prediction, so they may cover a little more, not far more."""
+    coverages, limits = [], []
+    for seed in range(8):
+        X, y = _heteroscedastic(2500, seed)
+        model = MultiHeadNWRegressor(
+            n_heads=1, n_members=3, early_stopping=True, random_state=seed
+        ).fit(X[:500], y[:500])
+        _, bounds = model.predict_interval(X[500:], method=method)
+        coverages.append(np.mean((y[500:] >= bounds[:, 0]) & (y[500:] <= bounds[:, 1])))
+        c = model.calibration_rows_.shape[0]
+        k = conformal_rank(c, 0.1)
+        beta = stats.beta(c + 1 - k, k)
+        limits.append(
+            (beta.mean(), beta.var() + beta.mean() * (1 - beta.mean()) / 2000)
+        )
+    mean = np.mean([m for m, _ in limits])
+    sd = np.sqrt(np.sum([v for _, v in limits])) / len(limits)
+    assert mean - 4 * sd < np.mean(coverages) < mean + 0.05, (coverages, mean, sd)
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_intervals_hold_the_prediction_and_grow_with_confidence(fitted, method):
     model, X = fitted
@@ -82,6 +108,78 @@ def test_calibration_rows_are_the_held_out_rows_when_there_are_any():
     assert held.calibration_rows_.shape[0] == 30  # validation_fraction=0.1
     plain = NWAttentionRegressor(early_stopping=False, random_state=0).fit(X, y)
     assert_allclose(plain.calibration_rows_, np.arange(300))
+
+
+def test_members_calibrate_on_the_rows_some_member_held_out():
+    """Each row some member held out calibrates on those members' heads
+    alone (weights renormalised); rows no member held out do not."""
+    rows = np.arange(6)
+    heldout = (np.array([0, 1]), None, np.array([1, 2, 5]))
+    weights = [0.1, 0.1, 0.3, 0.3, 0.1, 0.1]  # two heads per member
+    positions, row_weights = calibration_rows(rows, heldout, weights)
+    assert_allclose(positions, [0, 1, 2, 5])
+    assert_allclose(
+        row_weights,
+        [
+            [0.5, 0.5, 0, 0, 0, 0],
+            [0.25, 0.25, 0, 0, 0.25, 0.25],
+            [0, 0, 0, 0, 0.5, 0.5],
+            [0, 0, 0, 0, 0.5, 0.5],
+        ],
+    )
+    # One member: its held-out rows, with the model's weights.
+    positions, row_weights = calibration_rows(rows, (np.array([3, 4]),), [0.5, 0.5])
+    assert_allclose(positions, [3, 4]) and row_weights is None
+    # No held-out rows, or only in members whose heads weigh nothing: all rows.
+    for heldout in ((None, None), (np.array([3]), None)):
+        positions, row_weights = calibration_rows(rows, heldout, [0, 0, 1, 1])
+        assert_allclose(positions, rows) and row_weights is None
+
+
+def test_members_jackknife_plus_matches_refits_of_the_members_that_held_out():
+    """With members, row i's left-out model is the ensemble of the members
+    that held it out, refitted without it: computed by hand it gives the
+    same bounds."""
+    X, y = _heteroscedastic(150, 5)
+    kw = dict(
+        n_heads=1,
+        head_dim=2,
+        early_stopping=True,
+        standardize=False,
+        duplicate_weight=0,
+        local_fit="constant",
+        random_state=0,
+    )
+    model = MultiHeadNWRegressor(n_members=2, **kw).fit(X, y)
+    first = MultiHeadNWRegressor(**kw).fit(X, y)
+    rows = model.calibration_rows_
+    W = model.predictor_.combination.calibration.head_weights  # (c, 2)
+    assert np.all(np.isin(first.calibration_rows_, rows))
+    assert_allclose(W[:, 0] > 0, np.isin(rows, first.calibration_rows_))
+    assert_allclose(W.sum(axis=1), 1.0)
+    Xq = X[:4] + 0.01
+    _, bounds = model.predict_interval(Xq, confidence_level=0.8)
+    Zq, Z = model.transform(Xq), model.transform(X)
+
+    def left_out(Zq_h, Z_h, i):
+        logits = -0.5 * ((Zq_h[:, None, :] - Z_h[None, :, :]) ** 2).sum(-1)
+        E = np.exp(logits - logits.max(axis=1, keepdims=True))
+        E[:, i] = 0.0
+        return E @ y / E.sum(axis=1)
+
+    heads = [(Zq[:, 2 * h : 2 * h + 2], Z[:, 2 * h : 2 * h + 2]) for h in (0, 1)]
+    lows, highs = [], []
+    for i, w in zip(rows, W):
+        mu = sum(w[h] * left_out(Zq_h, Z_h, i) for h, (Zq_h, Z_h) in enumerate(heads))
+        at_i = sum(
+            w[h] * left_out(Z_h[i : i + 1], Z_h, i) for h, (_, Z_h) in enumerate(heads)
+        )
+        r = abs(y[i] - at_i[0])
+        lows.append(mu - r)
+        highs.append(mu + r)
+    k = conformal_rank(rows.shape[0], 0.2)
+    assert_allclose(bounds[:, 0], np.sort(lows, axis=0)[k - 1], rtol=1e-9)
+    assert_allclose(bounds[:, 1], np.sort(highs, axis=0)[rows.shape[0] - k], rtol=1e-9)
 
 
 @pytest.mark.parametrize("level", [0, 1, 1.5, -0.1, True, "0.9", None])
@@ -172,13 +270,18 @@ def test_jackknife_plus_of_local_lines_matches_refits_without_the_row():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("n_members", [1, 2])
 @pytest.mark.parametrize("method", METHODS)
-def test_intervals_in_every_namespace(ns, method):
+def test_intervals_in_every_namespace(ns, method, n_members):
     X, y = _heteroscedastic(200, 3)
     Y = np.column_stack([y, -2 * y])
     with ns.context():
         model = MultiHeadNWRegressor(
-            n_heads=2, early_stopping=True, max_iter=5, random_state=0
+            n_heads=2,
+            n_members=n_members,
+            early_stopping=True,
+            max_iter=5,
+            random_state=0,
         )
         model.fit(ns.asarray(X), ns.asarray(Y))
         y_pred, bounds = model.predict_interval(ns.asarray(X[:7]), method=method)

@@ -71,8 +71,9 @@ class FittedHeads:
         The training rows' copies, when their blend is on.
     solver : SolverResult
         What the solver returned (iterations, loss curve, diversity used).
-    heldout : ndarray of int or None
-        Training rows held out of the projections' fit (None: none).
+    heldout : tuple of (ndarray of int or None)
+        Per member, the training rows held out of its projections' fit
+        (None: none).
     loo : LeaveOneOut
         The heads' leave-one-out residuals for the statistics that follow.
     """
@@ -83,7 +84,7 @@ class FittedHeads:
     keys: Keys
     duplicates: Any
     solver: SolverResult
-    heldout: Optional[np.ndarray]
+    heldout: tuple
     loo: LeaveOneOut
 
 
@@ -140,15 +141,14 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
 
     W = xp.asarray(fitted.W, dtype=X.dtype, device=device(Y))
     keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
-    heldout = _original_rows(fitted.heldout, merged_group, duplicates)
-    scoring = [
+    heldout = tuple(
         _original_rows(member.heldout, merged_group, duplicates) for member in members
-    ]
+    )
     start = time.perf_counter()
     loo, keys = _leave_one_out(
         keys,
         sw,
-        scoring,
+        heldout,
         config.local_fit,
         duplicates=duplicates,
         embeddings=features.codes is not None,
@@ -219,11 +219,9 @@ def _member_slice(previous, m, config):
 def _joined(members):
     """The members' ``SolverResult``s as one: their projections side by side
     (member after member, each its heads), iterations and evaluations
-    summed, loss curves one after another, and no held-out rows: a row one
-    member held out another trained on, and the rows that every member held
-    out are too few to calibrate intervals on (about ``n / 10**k`` of
-    ``k`` members), so the intervals calibrate on every row's leave-one-out
-    residual, as a fit that holds no rows out does."""
+    summed, loss curves one after another, and no held-out rows (a row one
+    member held out another trained on; ``FittedHeads.heldout`` keeps them
+    per member)."""
     if len(members) == 1:
         return members[0]
     return dataclasses.replace(

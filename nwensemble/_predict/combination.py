@@ -53,9 +53,11 @@ def combine_heads(keys, loo, head_weights, *, duplicates, duplicate_weight, held
     variance ``sigma^2 (1 + sum_j v_ij^2)`` under homoscedastic noise (the
     row's own noise plus that of the estimate, ``v_i`` its weights on the
     other rows), so ``sigma^2 = sum_i sw_i r_i^2 / sum_i sw_i (1 + sum_j
-    v_ij^2)``. The intervals calibrate on the rows in ``heldout`` (rows the
-    projection was not fitted to) where the statistics' rows hold any, else
-    on all of them with positive weight.
+    v_ij^2)``. The intervals calibrate on the rows some member held out of
+    its projections' fit (``heldout``: per member, those rows or None),
+    each on the estimate of the members that held it out, where the
+    statistics' rows hold any, else on all of them with positive weight
+    (see ``calibration_rows``).
     """
     residuals, sw = loo.residuals, loo.sw
     Y = keys.Y
@@ -63,28 +65,43 @@ def combine_heads(keys, loo, head_weights, *, duplicates, duplicate_weight, held
     weights = tuple(float(a) for a in head_weights)
     rows_np = np.arange(Y.shape[0]) if loo.rows is None else loo.rows
     idx = xp.asarray(rows_np, device=dev)
+    positive = np.flatnonzero(sw > 0)
+    calibrating, row_weights = calibration_rows(rows_np[positive], heldout, weights)
     # The statistics of the residuals are taken on residuals / s, exact and
     # free of overflow and underflow whatever the target's scale.
     s = power_of_two_scale(residuals)
     R = np.tensordot(np.asarray(head_weights), residuals / s, axes=1)  # (m, t)
+    # The calibration rows' residuals from the heads that held them out.
+    R_held = R
+    if row_weights is not None:
+        R_held = R.copy()
+        at = positive[calibrating]
+        R_held[at] = np.einsum("ch,hct->ct", row_weights, residuals[:, at] / s)
     Y_rows = xp.take(Y, idx, axis=0)
-    prediction = Y_rows + xp.asarray(R * s, dtype=Y.dtype, device=dev)
+
+    def predicted(R):
+        return Y_rows + xp.asarray(R * s, dtype=Y.dtype, device=dev)
+
+    prediction = predicted(R)
+    held = prediction if R_held is R else predicted(R_held)
     rho = 0.0
     if duplicates is not None:
-        prediction, rho = _blend_copies(
+        rho, M, found = _copies_blend(
             duplicates, idx, Y, Y_rows, prediction, sw, duplicate_weight
         )
+        prediction = blend(prediction, M, found, rho, xp=xp)
+        held = prediction if R_held is R else blend(held, M, found, rho, xp=xp)
     _, sq = keys.passes().estimates_and_squared_spread(
         None, weights, loo_rows=idx, sums=loo.sums
     )
     spread = to_numpy(sq).astype(np.float64)
     sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
-    positive = np.flatnonzero(sw > 0)
     kept = xp.asarray(positive, device=dev)
     calibration = Calibration(
         rows_np[positive],
-        xp.take(Y_rows, kept, axis=0) - xp.take(prediction, kept, axis=0),
-        calibration_rows(rows_np[positive], heldout),
+        xp.take(Y_rows, kept, axis=0) - xp.take(held, kept, axis=0),
+        calibrating,
+        row_weights,
     )
     combination = HeadCombination(
         head_weights=weights,
@@ -97,10 +114,10 @@ def combine_heads(keys, loo, head_weights, *, duplicates, duplicate_weight, held
     return combination, _on_all_rows(prediction, rows_np, Y)
 
 
-def _blend_copies(duplicates, rows, Y, Y_rows, prediction, sw, duplicate_weight):
+def _copies_blend(duplicates, rows, Y, Y_rows, prediction, sw, duplicate_weight):
     """The blend's weight (learned for ``'auto'``) from the leave-one-out
-    predictions of the rows that have copies; return those predictions
-    blended, and the weight."""
+    predictions of the rows that have copies, and those rows' copies'
+    left-out means with where they are found (``blend``'s arguments)."""
     xp, _ = namespace_of(Y)
     w = xp.asarray(sw, dtype=Y.dtype, device=device(Y))
     M, found = duplicates.left_out_means(rows, Y, w, xp=xp)
@@ -108,7 +125,7 @@ def _blend_copies(duplicates, rows, Y, Y_rows, prediction, sw, duplicate_weight)
         rho = fit_duplicate_weight(Y_rows, prediction, M, found, sw)
     else:
         rho = float(duplicate_weight)
-    return blend(prediction, M, found, rho, xp=xp), rho
+    return rho, M, found
 
 
 def _on_all_rows(values, rows_np, Y):

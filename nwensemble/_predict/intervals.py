@@ -10,7 +10,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -35,11 +35,17 @@ class Calibration:
         Positions in ``rows`` of the rows whose residuals set the interval's
         quantile: those held out of the projection's fit when there are any
         (their residuals owe nothing to the projection), else all.
+    head_weights : ndarray of shape (len(calibration), n_heads) or None
+        The weights of the heads in each calibration row's left-out estimate
+        and residual: those of the members that held the row out,
+        renormalised (see ``calibration_rows``). None: the model's head
+        weights for every row.
     """
 
     rows: np.ndarray
     residuals: Any
     calibration: np.ndarray
+    head_weights: Optional[np.ndarray] = None
 
 
 def interval_alpha(confidence_level, method):
@@ -74,7 +80,9 @@ def predict_interval(keys, combination, Q, *, alpha, method):
 
     For each calibration row ``i`` with residual ``R_i`` and each query ``x``,
     ``mu_{-i}(x)`` is the ensemble's estimate without row ``i`` (every head's
-    weights renormalised over the other rows; projections as fitted). The
+    weights renormalised over the other rows; projections as fitted; only
+    the heads of the members that held row ``i`` out, where the
+    calibration says so). The
     bounds are the ``k``-th smallest of ``mu_{-i}(x) - s_i`` and the ``k``-th
     largest of ``mu_{-i}(x) + s_i`` (jackknife+, Barber et al. 2021), with
     ``s_i = |R_i|`` or, for ``'adaptive'``, ``|R_i| sigma(x) / sigma_{-i}(x_i)``
@@ -107,13 +115,14 @@ def predict_interval(keys, combination, Q, *, alpha, method):
     Y_cal = xp.take(keys.Y, cal_rows, axis=0)
 
     Z_cal = [xp.take(keys.head(h), cal_rows, axis=0) for h in range(keys.n_heads)]
+    left_weights = _left_out_weights(cal, alpha_h, R.dtype, xp=xp, device=dev)
 
     def estimate_and_left_out(block):
         h = block.h
         est, left_out = keys.readout_of(h).left_out(
             block.E, block.num, block.Qh, Z_cal[h], Y_cal, cal_rows, xp=xp
         )
-        return alpha_h[h] * est, alpha_h[h] * left_out
+        return alpha_h[h] * est, left_weights[h] * left_out
 
     estimates, lower, upper = [], [], []
     # A local-linear readout holds (block, calibration rows, head_dim) arrays.
@@ -127,6 +136,15 @@ def predict_interval(keys, combination, Q, *, alpha, method):
         upper.append(xp.sort(M + spread, axis=1)[:, n_cal - k, :] - mu)
     offsets = [xp.concat(parts, axis=0) for parts in (lower, upper)]
     return xp.concat(estimates, axis=0), xp.stack(offsets, axis=-1)
+
+
+def _left_out_weights(cal, head_weights, dtype, *, xp, device):
+    """Per head, the weight of its left-out estimates: a float, or one per
+    calibration row shaped (1, c, 1) to broadcast over ``(m, c, t)``."""
+    if cal.head_weights is None:
+        return head_weights
+    weights = xp.asarray(cal.head_weights.T, dtype=dtype, device=device)
+    return [weights[h, :][None, :, None] for h in range(weights.shape[0])]
 
 
 def local_scale(keys, combination, Q, positions):
@@ -164,11 +182,34 @@ def _shrunk(local, n_eff, overall, *, xp):
     return xp.sqrt((n_eff * local + overall[None, :]) / (n_eff + 1.0))
 
 
-def calibration_rows(rows, heldout):
+def calibration_rows(rows, heldout, head_weights):
     """Positions in ``rows`` (training rows with residuals) of the rows that
-    calibrate: those in ``heldout`` when any are, else all."""
-    if heldout is not None:
-        inside = np.flatnonzero(np.isin(rows, heldout))
-        if inside.shape[0] > 0:
-            return inside
-    return np.arange(rows.shape[0])
+    calibrate, and the weights of the heads in their residuals (see
+    ``Calibration``).
+
+    ``heldout`` holds, per member (a block of ``len(head_weights) /
+    len(heldout)`` heads), the rows held out of its projections' fit (or
+    None). A row calibrates when some member held it out, with the estimate
+    of those members' heads alone (their weights renormalised), whose
+    residual owes nothing to any projection that saw the row: the
+    jackknife+-after-bootstrap of Kim, Xu and Barber (2020), with members
+    for resamples. Rows that no member held out would calibrate on an
+    estimate fitted to them. With one member the weights are the model's
+    (None); without held-out rows all rows calibrate.
+    """
+    head_weights = np.asarray(head_weights, dtype=np.float64)
+    per_member = head_weights.shape[0] // len(heldout)
+    held = np.stack(
+        [
+            np.zeros(rows.shape[0], dtype=bool) if h is None else np.isin(rows, h)
+            for h in heldout
+        ]
+    )
+    weights = np.repeat(held, per_member, axis=0).T * head_weights  # (rows, H)
+    total = weights.sum(axis=1)
+    inside = np.flatnonzero(total > 0)
+    if inside.shape[0] == 0:
+        return np.arange(rows.shape[0]), None
+    if len(heldout) == 1:
+        return inside, None
+    return inside, weights[inside] / total[inside, None]
