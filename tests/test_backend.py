@@ -7,12 +7,15 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
 from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_info
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._shared.backend import (
+    fixed_order_matmul,
     get_namespace,
     map_on_host_threads,
     move_to,
+    products_on_threads,
     row_major,
     same_namespace_or_raise,
     to_numpy,
@@ -274,3 +277,31 @@ def test_host_threads_map_in_order_and_nest():
     assert map_on_host_threads(inner, range(4), xp=np) == [
         [10 * i + j for j in range(3)] for i in range(4)
     ]
+
+
+@pytest.mark.parametrize("blocks_of", ["A", "B"])
+def test_fixed_order_products_are_the_same_on_one_thread_and_on_several(blocks_of):
+    """Within ``products_on_threads`` a product is taken in blocks fixed by
+    its shapes, each on one BLAS thread: the same bits whether the blocks
+    run on the host's threads or in turn, the product to rounding, and BLAS's
+    own threads restored after; outside, a plain product."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((1500, 1300)).astype(np.float32)
+    B = rng.standard_normal((1300, 22)).astype(np.float32)
+    if blocks_of == "B":
+        A, B = B.T, A.T
+    before = threadpool_info()
+    results = []
+    for threads in (True, False):
+        with products_on_threads(threads):
+            out = np.empty((A.shape[0], B.shape[1]), dtype=np.float32)
+            results.append(fixed_order_matmul(A, B, xp=np, blocks_of=blocks_of))
+            results.append(
+                fixed_order_matmul(A, B, xp=np, blocks_of=blocks_of, out=out)
+            )
+            assert results[-1] is out
+    assert threadpool_info() == before
+    for result in results[1:]:
+        assert_array_equal(result, results[0])
+    assert_allclose(results[0], A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)
+    assert_array_equal(fixed_order_matmul(A, B, xp=np), A @ B)

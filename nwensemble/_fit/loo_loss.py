@@ -8,7 +8,7 @@ its gradient."""
 from typing import NamedTuple
 
 from nwensemble._shared.attention import log_weights
-from nwensemble._shared.backend import device, map_on_host_threads
+from nwensemble._shared.backend import device, fixed_order_matmul, map_on_host_threads
 from nwensemble._shared.design import backproject, project
 
 # Scores (rows x rows x heads) from which the heads' passes run on threads:
@@ -218,7 +218,7 @@ def _loo_backward(head, U, Y, *, kernel, xp):
         U = xp.where(fallback[:, None], xp.zeros_like(U), U)
     if M is None:
         E = kernel.derivative_inplace(E, keys, xp=xp)
-        M = E @ _gradient_columns(Z, Y, xp=xp)
+        M = fixed_order_matmul(E, _gradient_columns(Z, Y, xp=xp), xp=xp)
     GZ, rowsum, GtZ, colsum = _g_products(E, M, U, s, Y_hat, Z, Y, xp=xp)
     # Rows of G sum to zero for a shift-invariant kernel.
     diagonal = colsum if kernel.shift_invariant else rowsum + colsum
@@ -241,7 +241,7 @@ def _g_products(E, M, U, s, Y_hat, Z, Y, *, xp):
         rowsum += aR[:, k : k + 1] * M[:, t * d + d + k : t * d + d + k + 1]
     V = xp.concat([aR[:, k : k + 1] * Z for k in range(t)] + [b * Z, aR, b], axis=1)
     # (V^T E)^T, not E^T V: the same product, faster through OpenBLAS.
-    N = (V.T @ E).T
+    N = fixed_order_matmul(V.T, E, xp=xp, blocks_of="B").T
     GtZ = -N[:, t * d : t * d + d]
     colsum = -N[:, -1:]
     for k in range(t):

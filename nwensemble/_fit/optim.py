@@ -12,6 +12,8 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
+from nwensemble._shared.backend import products_on_threads
+
 
 class LBFGSRun:
     """One L-BFGS minimisation with iteration bookkeeping and verbose output.
@@ -132,14 +134,18 @@ def fit_threads():
 
 
 class BlasThreads:
-    """Run repeated evaluations on one BLAS thread or on the threads outside
-    the fit (``fit_threads``), whichever their own timings say is faster.
+    """Run repeated evaluations on one thread or with their products on the
+    host's threads (when the fit had more than one BLAS thread outside,
+    ``fit_threads``), whichever their own timings say is faster.
 
     Whether a second thread pays depends on the size of the products and on
     what else the machine runs, so the choice is measured: after a first
     evaluation that warms the buffers, one of each, then the faster setting
     by the median of its last three times, with the other tried again every
-    ``probe_every`` evaluations in case the machine's load changed.
+    ``probe_every`` evaluations in case the machine's load changed. Either
+    way the products are taken in the same blocks (``products_on_threads``),
+    so the choice moves the time of an evaluation, never its value, and a
+    fit repeats itself whatever the machine's load.
     """
 
     def __init__(self, probe_every=16):
@@ -160,10 +166,11 @@ class BlasThreads:
     def run(self, fun, *args, timed=True):
         """``fun(*args)`` on the threads due; timed unless told otherwise."""
         if self._many == 1:
-            return fun(*args)
+            with products_on_threads(False):
+                return fun(*args)
         threads = self._next() if timed else self.choice
         start = time.perf_counter()
-        with self._blas.limit(limits=threads):
+        with products_on_threads(threads > 1):
             result = fun(*args)
         if timed:
             if self._count > 0:  # the first call allocates the workspace

@@ -24,7 +24,7 @@ from nwensemble._shared.backend import (
     eager_host,
     exp_inplace,
     fill_masked,
-    matmul_into,
+    fixed_order_matmul,
     maximum_inplace,
     workspace_buffer,
 )
@@ -60,8 +60,8 @@ def attention_logits(Q, Z, bias, *, xp, query_norms=False, out=None):
     if query_norms:
         q_cols.append(-0.5 * xp.sum(Q * Q, axis=1, keepdims=True))
         k_cols.append(xp.ones((Z.shape[0], 1), dtype=Z.dtype, device=device(Z)))
-    return matmul_into(
-        xp.concat(q_cols, axis=1), xp.concat(k_cols, axis=1).T, out, xp=xp
+    return fixed_order_matmul(
+        xp.concat(q_cols, axis=1), xp.concat(k_cols, axis=1).T, xp=xp, out=out
     )
 
 
@@ -129,14 +129,14 @@ def attend(
     )
     if known_stable or float(xp.max(xp.abs(Q))) > largest_safe_entry(Q, xp=xp):
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
-        return E, E @ R
+        return E, fixed_order_matmul(E, R, xp=xp)
     E = _exp_logits(Q, Z, bias, stable=False, **kw)
-    M = E @ R
+    M = fixed_order_matmul(E, R, xp=xp)
     if float(xp.min(M[:, -1])) < underflow_row_sum(Q.dtype, xp=xp):
         if workspace is not None:
             workspace["stable"] = True
         E = _exp_logits(Q, Z, bias, stable=True, **kw)
-        M = E @ R
+        M = fixed_order_matmul(E, R, xp=xp)
     return E, M
 
 
@@ -238,7 +238,7 @@ def attend_compact(
         keys = xp.arange(Z.shape[0], device=device(Z))
         mask = keys[None, :] == exclude[:, None]
         E = xp.where(mask, xp.zeros_like(E), E)
-    M = E @ R
+    M = fixed_order_matmul(E, R, xp=xp)
     empty = (M[:, -1] < EMPTY_ROW_SUMS[E.dtype == xp.float32]) | huge
     if eager_host(xp) and not bool(xp.any(empty)):
         return E, M, None

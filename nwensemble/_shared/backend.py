@@ -3,6 +3,8 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
+import contextvars
 import copy
 import functools
 import os
@@ -191,6 +193,62 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
         return [fn(task) for task in tasks]
     with _blas_libraries().limit(limits=1):
         return list(_host_pool().map(fn, tasks))
+
+
+# Least rows (or columns) per block of ``fixed_order_matmul``: smaller
+# blocks cost more calls than the threads save.
+_PRODUCT_BLOCK = 512
+
+# Within ``products_on_threads``: whether the blocked products may run on
+# the host's threads (None outside: products as BLAS is set).
+_PRODUCT_THREADS = contextvars.ContextVar("nwensemble_product_threads", default=None)
+
+
+@contextlib.contextmanager
+def products_on_threads(threads):
+    """Within, BLAS runs on one thread and ``fixed_order_matmul`` takes its
+    products in fixed blocks, on the host's threads when ``threads``: the
+    products' rounding is then the same on one thread as on several
+    (OpenBLAS's is not: it splits a product differently on one thread and on
+    two), so that an evaluation gives the same value whichever it runs on."""
+    token = _PRODUCT_THREADS.set(bool(threads))
+    try:
+        with _blas_libraries().limit(limits=1):
+            yield
+    finally:
+        _PRODUCT_THREADS.reset(token)
+
+
+def fixed_order_matmul(A, B, *, xp, blocks_of="A", out=None):
+    """``A @ B`` (into ``out`` where given and allowed, see ``matmul_into``).
+
+    Within ``products_on_threads`` and for NumPy, in equal blocks of the
+    rows of ``A`` (``blocks_of="A"``) or the columns of ``B`` (``"B"``): a
+    power of two of them, of at least ``_PRODUCT_BLOCK`` each (so that two or
+    four threads share them evenly), fixed by the shapes alone, each on one
+    BLAS thread. Elsewhere at once.
+    """
+    threads = _PRODUCT_THREADS.get()
+    if threads is None or not array_api_compat.is_numpy_namespace(xp):
+        return matmul_into(A, B, out, xp=xp)
+    axis = 0 if blocks_of == "A" else 1
+    size = (A if axis == 0 else B).shape[axis]
+    n_blocks = 1 << max(0, (size // _PRODUCT_BLOCK).bit_length() - 1)
+    if n_blocks == 1:
+        return matmul_into(A, B, out, xp=xp)
+    bounds = [size * k // n_blocks for k in range(n_blocks + 1)]
+    if out is None or not takes_out(xp):
+        out = xp.empty((A.shape[0], B.shape[1]), dtype=xp.result_type(A, B))
+
+    def block(k):
+        start, stop = bounds[k], bounds[k + 1]
+        if axis == 0:
+            np.matmul(A[start:stop], B, out=out[start:stop])
+        else:
+            np.matmul(A, B[:, start:stop], out=out[:, start:stop])
+
+    map_on_host_threads(block, range(n_blocks), xp=xp, threads=threads)
+    return out
 
 
 _POOL_NAME = "nwensemble-host"
