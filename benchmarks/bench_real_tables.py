@@ -10,8 +10,9 @@ five folds alone are noisy; ``--seeds N`` fits every seeded model on each
 fold with seeds 0 to N-1, since on tables of a few hundred rows the seed
 of a fit moves its RMSE by a few per cent) of:
 
-* ``NWAttentionRegressor()`` and ``MultiHeadNWRegressor()`` on the frame as
-  it comes (``categorical_features='from_dtype'``), ``random_state=seed``;
+* ``HeadAllocator()`` (the recommended start), ``NWAttentionRegressor()``
+  and ``MultiHeadNWRegressor()`` on the frame as it comes
+  (``categorical_features='from_dtype'``), ``random_state=seed``;
 * the same estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
@@ -53,7 +54,11 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import cpu_line, variant_params  # noqa: E402
 
-from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor  # noqa: E402
+from nwensemble import (  # noqa: E402
+    HeadAllocator,
+    MultiHeadNWRegressor,
+    NWAttentionRegressor,
+)
 
 REFERENCE = "HGB"
 
@@ -135,6 +140,7 @@ def make_models(frame, names, seed=0):
     strings = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     categories = {c: pd.CategoricalDtype(frame[c].dropna().unique()) for c in strings}
     builders = {
+        "HeadAllocator": lambda: HeadAllocator(random_state=seed),
         "NWAttention": lambda: NWAttentionRegressor(random_state=seed),
         "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=seed),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
@@ -195,6 +201,7 @@ def main(argv=None):
         help="repeats of the folds, reshuffled (RepeatedKFold); 1: KFold",
     )
     default = [
+        "HeadAllocator",
         "NWAttention",
         "MultiHeadNW",
         "NWAttention one-hot",
