@@ -18,10 +18,11 @@ from sklearn.model_selection import GridSearchCV
 from nwensemble._shared.backend import get_namespace, like_input
 
 
-def search_by_folds(base, candidates, X, y, fit_params, *, cv, refit, **search):
+def search_by_folds(base, candidates, X, y, fit_params, *, cv, groups, refit, **search):
     """A ``GridSearchCV`` over ``candidates`` (``(n_heads, head_dim)``
-    pairs); returns ``(cv_results, best_index, best_score, best_estimator)``
-    (the last None without ``refit``)."""
+    pairs), ``groups`` (or None) for its splitter; returns ``(cv_results,
+    best_index, best_score, best_estimator)`` (the last None without
+    ``refit``)."""
     grid = GridSearchCV(
         base,
         [{"n_heads": [H], "head_dim": [d]} for H, d in candidates],
@@ -31,7 +32,7 @@ def search_by_folds(base, candidates, X, y, fit_params, *, cv, refit, **search):
         refit=refit,
         error_score="raise",
         verbose=3 if search["verbose"] else 0,
-    ).fit(X, y, **fit_params)
+    ).fit(X, y, groups=groups, **fit_params)
     best = grid.best_estimator_ if refit else None
     return grid.cv_results_, int(grid.best_index_), float(grid.best_score_), best
 

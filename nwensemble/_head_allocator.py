@@ -333,7 +333,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
 
     @_fit_context(prefer_skip_nested_validation=False)
     @atomic_fit
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, groups=None):
         """Score the candidate allocations and fit the best one.
 
         Parameters
@@ -344,12 +344,29 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
             Target values.
         sample_weight : array-like of shape (n_samples,), default=None
             Passed to the estimator's ``fit`` (not used in scoring).
+        groups : array-like of shape (n_samples,), default=None
+            Group labels of the rows, for a ``cv`` splitter that keeps each
+            group in one fold (such as
+            :class:`~sklearn.model_selection.GroupKFold`), as
+            :class:`~sklearn.model_selection.GridSearchCV` takes them: where
+            new rows will not share a group with the training rows (another
+            patient, a later day), a score that keeps a row's group mates
+            among the keys favours the candidate that recognises the group.
+            Leave-one-out scoring (``cv=None``) cannot keep groups together,
+            so ``groups`` then needs a splitter; not used with
+            ``strategy='theory'``.
 
         Returns
         -------
         self : object
             Fitted allocator.
         """
+        if groups is not None and self.strategy == "cv" and self.cv is None:
+            raise ValueError(
+                "groups needs a cv splitter that keeps each group in one fold, "
+                "for example cv=GroupKFold(5): with cv=None the candidates are "
+                "scored by leave-one-out, which leaves out one row, not its group."
+            )
         base = self._base_estimator()
         X, y, mask = validate_fit_data(
             self, X, y, categorical_features=getattr(base, "categorical_features", None)
@@ -372,6 +389,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
                 y,
                 fit_params,
                 cv=self.cv,
+                groups=groups,
                 refit=self.refit and members == own_members,
                 **search,
             )

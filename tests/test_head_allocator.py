@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.datasets import make_friedman1
-from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -386,3 +386,32 @@ def test_the_chosen_model_answers_for_the_allocator(small):
         alloc.not_a_thing_
     with pytest.raises(AttributeError):
         HeadAllocator().hdi_  # not fitted
+
+
+def test_groups_reach_the_splitter_as_in_a_grid_search(small):
+    """``groups`` go to ``cv``'s splitter, as GridSearchCV takes them: the
+    scores equal those of the same folds given as a list of splits."""
+    X, y = small
+    groups = np.arange(X.shape[0]) % 6
+    kw = dict(estimator=_fast(), budget=4, n_members=1, random_state=0)
+    by_groups = HeadAllocator(cv=GroupKFold(3), **kw).fit(X, y, groups=groups)
+    splits = list(GroupKFold(3).split(X, y, groups))
+    by_splits = HeadAllocator(cv=splits, **kw).fit(X, y)
+    assert_allclose(
+        by_groups.cv_results_["mean_test_score"],
+        by_splits.cv_results_["mean_test_score"],
+    )
+    with pytest.raises(ValueError, match="'groups' parameter should not be None"):
+        HeadAllocator(cv=GroupKFold(3), **kw).fit(X, y)
+
+
+def test_groups_with_leave_one_out_scoring_are_refused(small):
+    """Leave-one-out scoring cannot keep a group together: a clear error,
+    not groups silently ignored."""
+    X, y = small
+    with pytest.raises(ValueError, match="groups needs a cv splitter"):
+        HeadAllocator(_fast(), budget=4).fit(X, y, groups=np.arange(X.shape[0]) % 6)
+    # The rule alone scores nothing: groups are not used there.
+    HeadAllocator(_fast(), budget=4, strategy="theory").fit(
+        X, y, groups=np.arange(X.shape[0]) % 6
+    )
