@@ -24,7 +24,11 @@ installs it), and the levers' candidates ``MultiHeadNW (local constant)``
 and ``NWAttention (local constant)`` (``local_fit='constant'``),
 ``HeadAllocator (20% holdout)`` and ``HeadAllocator (3-fold)`` (candidates
 scored on one shuffled 20 % holdout or by 3-fold CV instead of
-leave-one-out).
+leave-one-out), and ``HeadAllocator (5-fold as the split)``: candidates
+scored by 5-fold CV on the training rows with folds drawn as the outer
+split's (by patient on parkinsons, passing the patients as ``groups``;
+contiguous blocks on appliances; shuffled elsewhere), the advice of the
+allocation guide for grouped rows.
 
 Prints per set the mean RMSE over folds and the median fit time of every
 model, then every model's geometric-mean RMSE ratio to HistGradientBoosting
@@ -79,6 +83,9 @@ ALLOCATOR_CV = {
     "HeadAllocator (3-fold)": KFold(3, shuffle=True, random_state=0),
 }
 
+# Candidates scored by 5-fold CV drawn as the outer split's folds.
+AS_THE_SPLIT = "HeadAllocator (5-fold as the split)"
+
 # First data row (0-based) of each of the 42 patients, from the MANIFEST.
 PARKINSONS_PATIENTS = [
     0, 149, 294, 438, 575, 731, 887, 1048, 1198, 1350, 1498, 1636, 1743, 1855,
@@ -98,8 +105,9 @@ PUBLISHED_BEST = {
 }
 
 
-def make_model(name):
-    """A fresh, unfitted model by name."""
+def make_model(name, set_name=""):
+    """A fresh, unfitted model by name (``set_name`` chooses the inner folds
+    of ``AS_THE_SPLIT``)."""
     params = variant_params(name)
     if params is not None:
         return MultiHeadNWRegressor(random_state=0, **params)
@@ -111,6 +119,9 @@ def make_model(name):
         return HeadAllocator(MultiHeadNWRegressor(random_state=0))
     if name in ALLOCATOR_CV:
         cv = ALLOCATOR_CV[name]
+        return HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=cv)
+    if name == AS_THE_SPLIT:
+        cv = inner_folds(set_name)
         return HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=cv)
     if name == "MultiHeadNW (local constant)":
         return MultiHeadNWRegressor(random_state=0, local_fit="constant")
@@ -135,6 +146,7 @@ MODELS = [
     "MultiHeadNW (local constant)",
     "NWAttention (local constant)",
     *ALLOCATOR_CV,
+    AS_THE_SPLIT,
 ]
 
 
@@ -146,6 +158,22 @@ def friedman_set():
     return "friedman1_16_features", X, y, folds, how
 
 
+def row_groups(name, n):
+    """The rows' groups (parkinsons' patients) of set ``name``, else None."""
+    if name != "parkinsons_telemonitoring":
+        return None
+    return np.searchsorted(PARKINSONS_PATIENTS, np.arange(n), side="right")
+
+
+def inner_folds(name):
+    """A splitter for the training rows drawn as set ``name``'s outer folds."""
+    if name == "parkinsons_telemonitoring":
+        return GroupKFold(5)
+    if name == "appliances_energy":
+        return KFold(5)
+    return KFold(5, shuffle=True, random_state=0)
+
+
 def numeric_sets(folder):
     """``(name, X, y, folds, how)`` of every numeric CSV in ``folder``."""
     for path in sorted(glob.glob(os.path.join(folder, "*.csv"))):
@@ -154,7 +182,7 @@ def numeric_sets(folder):
         X, y = data[:, :-1], data[:, -1]
         n = X.shape[0]
         if name == "parkinsons_telemonitoring":
-            groups = np.searchsorted(PARKINSONS_PATIENTS, np.arange(n), side="right")
+            groups = row_groups(name, n)
             folds = list(GroupKFold(5).split(X, y, groups))
             how = "GroupKFold(5) by patient"
         elif name == "appliances_energy":
@@ -184,13 +212,17 @@ def uci_sets(folder, n_splits):
         yield name, data[:, features], data[:, target], folds, f"{n_splits} splits"
 
 
-def evaluate(name, X, y, folds):
+def evaluate(name, X, y, folds, set_name=""):
     """RMSE per fold and the median fit time of model ``name``."""
     rmse, fit_t = [], []
+    groups = row_groups(set_name, X.shape[0])
     for train, test in folds:
-        model = make_model(name)
+        model = make_model(name, set_name)
+        fit_params = {}
+        if name == AS_THE_SPLIT and groups is not None:
+            fit_params["groups"] = groups[train]
         start = time.perf_counter()
-        model.fit(X[train], y[train])
+        model.fit(X[train], y[train], **fit_params)
         fit_t.append(time.perf_counter() - start)
         pred = np.asarray(model.predict(X[test])).reshape(-1)
         rmse.append(float(np.sqrt(np.mean((pred - y[test]) ** 2))))
@@ -237,7 +269,7 @@ def main():
         print(f"{set_name}: {X.shape[0]} rows x {X.shape[1]} features, {how}")
         results[set_name] = {}
         for name in names:
-            rmse, fit = evaluate(name, X, y, folds)
+            rmse, fit = evaluate(name, X, y, folds, set_name)
             results[set_name][name] = (rmse, fit)
             se = rmse.std() / np.sqrt(len(rmse))
             print(
