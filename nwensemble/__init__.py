@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from nwensemble._head_allocator import HeadAllocator
 from nwensemble._multi_head import MultiHeadNWRegressor
+from nwensemble._residual_stage import ResidualStageRegressor
 from nwensemble._single_head import NWAttentionRegressor
 
 try:
@@ -18,5 +19,6 @@ __all__ = [
     "HeadAllocator",
     "MultiHeadNWRegressor",
     "NWAttentionRegressor",
+    "ResidualStageRegressor",
     "__version__",
 ]

@@ -4,9 +4,9 @@ go through ``best_estimator_``."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from nwensemble._shared.backend import get_namespace, same_namespace_or_raise
+from nwensemble._wrapper import WrapperMixin
 
 # The chosen model's fitted attributes the allocator reads as its own.
 _FORWARDED = frozenset(
@@ -18,7 +18,7 @@ _FORWARDED = frozenset(
 )
 
 
-class ChosenModelMixin:
+class ChosenModelMixin(WrapperMixin):
     """Prediction methods and fitted attributes of ``best_estimator_``, for
     an estimator that sets ``best_estimator_`` (with ``refit``),
     ``_fit_where`` and ``_table`` in ``fit``."""
@@ -70,17 +70,7 @@ class ChosenModelMixin:
                 "HeadAllocator was fitted with refit=False: it holds the scores "
                 "only. Refit with refit=True to predict."
             )
-        same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
-        if self._table:
-            return validate_data(self, X, skip_check_array=True, reset=False)
-        xp, _ = get_namespace(X)
-        return validate_data(
-            self,
-            X,
-            dtype=(xp.float64, xp.float32),
-            ensure_all_finite="allow-nan",
-            reset=False,
-        )
+        return self._validated_query(X, method)
 
     def transform(self, X):
         """Project ``X`` into the chosen model's learned space.

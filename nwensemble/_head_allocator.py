@@ -27,10 +27,7 @@ from nwensemble._fit.allocation import (
     theory_allocation,
 )
 from nwensemble._multi_head import MultiHeadNWRegressor
-from nwensemble._shared.backend import (
-    to_host,
-    where,
-)
+from nwensemble._shared.backend import where
 from nwensemble._validation import validate_fit_data
 
 
@@ -236,22 +233,6 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         self.n_members = n_members
         self.random_state = random_state
         self.verbose = verbose
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.input_tags.allow_nan = True
-        tags.array_api_support = True
-        return tags
-
-    def __getstate__(self):
-        """Pickle on the host, like the estimators (see
-        :meth:`MultiHeadNWRegressor.__getstate__`): the loaded allocator
-        predicts NumPy input."""
-        state = to_host(super().__getstate__())
-        if "_fit_where" in state:
-            state["_fit_where"] = ("numpy", "cpu")
-        return state
 
     def _base_estimator(self):
         base = MultiHeadNWRegressor() if self.estimator is None else self.estimator

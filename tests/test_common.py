@@ -3,7 +3,12 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble import (
+    HeadAllocator,
+    MultiHeadNWRegressor,
+    NWAttentionRegressor,
+    ResidualStageRegressor,
+)
 
 # Each entry says why the check cannot pass for this model; nothing else fails.
 EXPECTED_FAILED_CHECKS = {
@@ -40,6 +45,7 @@ def _expected_failed_checks(estimator):
         MultiHeadNWRegressor(n_heads=2, device="cpu"),
         # The checks seed top-level random_state only; the allocator has none.
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),
+        ResidualStageRegressor(),
     ],
     expected_failed_checks=_expected_failed_checks,
 )

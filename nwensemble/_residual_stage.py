@@ -1,0 +1,219 @@
+"""ResidualStageRegressor: a second attention stage fitted to the first
+stage's leave-one-out residuals, the two predictions added."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import array_api_compat
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
+from sklearn.utils._param_validation import HasMethods
+
+from nwensemble._atomic import atomic_fit
+from nwensemble._shared.backend import (
+    device,
+    get_namespace,
+    to_host,
+    where,
+)
+from nwensemble._single_head import NWAttentionRegressor
+from nwensemble._validation import validate_fit_data
+from nwensemble._wrapper import WrapperMixin
+
+
+class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
+    """Two attention stages: the second predicts what the first's
+    neighbourhoods miss.
+
+    The first stage (``estimator``) is fitted to ``y``; its exact
+    leave-one-out predictions (``loo_prediction_``: each row predicted from
+    the others, as a new row would be) leave residuals ``r_i = y_i -
+    loo_i``, and the second stage (``residual_estimator``), in a learned
+    subspace of its own, is fitted to them. The prediction is the sum of
+    the two. A first stage that averages over a feature it must smooth
+    across (the orientation of a building, say) leaves that feature's
+    effect in its residuals, the same in every neighbourhood; the second
+    stage attends along that feature and adds the effect back, as boosting
+    adds trees (twicing, Tukey 1977; boosting with smoothers, Buhlmann and
+    Yu 2003). Where the first stage leaves only noise, the second should
+    add nothing: by default it stops early on rows its projection was not
+    fitted to and reads weighted means of the residuals.
+
+    Read more in the :ref:`User Guide <residual_stage>`.
+
+    Parameters
+    ----------
+    estimator : estimator with ``loo_prediction_``, default=None
+        The first stage; ``None`` means ``NWAttentionRegressor()``. Any of
+        the library's estimators, :class:`HeadAllocator` included.
+
+    residual_estimator : estimator, default=None
+        The second stage, fitted to the first's leave-one-out residuals;
+        ``None`` means ``NWAttentionRegressor(early_stopping=True,
+        local_fit='constant', duplicate_weight=0.0)``: it always holds rows
+        out to stop on, reads weighted means (which stay within the
+        residuals' range) and reads no copies of a row (the first stage
+        already predicts a row's copy by it).
+
+    random_state : int, RandomState instance or None, default=None
+        Given to both stages as their ``random_state`` (an estimator's own
+        is kept when this is None).
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The first stage, fitted on all rows.
+
+    residual_estimator_ : estimator
+        The second stage, fitted to the residuals of ``residual_rows_``.
+
+    residual_rows_ : array of int
+        The training rows with a leave-one-out prediction of the first
+        stage, whose residuals the second stage learned (at most 2048 of
+        the rows with positive weight, see ``loo_prediction_``), in the
+        fitted arrays' namespace.
+
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during fit, when ``X`` has string column
+        names.
+
+    See Also
+    --------
+    NWAttentionRegressor : One head; the default of both stages.
+    HeadAllocator : A first stage that chooses its heads.
+
+    Notes
+    -----
+    Each stage keeps its own diagnostics and intervals
+    (``estimator_.hdi_``, ``residual_estimator_.predict_interval``); the sum
+    has neither: its leave-one-out residuals are not those of one attention
+    model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nwensemble import ResidualStageRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.integers(0, 4, size=(300, 3)).astype(float)
+    >>> y = 3 * X[:, 0] + np.where(X[:, 1] > 1, 2.0, 0.0) + X[:, 2]
+    >>> reg = ResidualStageRegressor(random_state=0).fit(X, y)
+    >>> reg.predict(X[:2]).shape
+    (2,)
+    >>> len(reg.residual_rows_)
+    300
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict", "get_params"]), None],
+        "residual_estimator": [HasMethods(["fit", "predict", "get_params"]), None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, estimator=None, *, residual_estimator=None, random_state=None):
+        self.estimator = estimator
+        self.residual_estimator = residual_estimator
+        self.random_state = random_state
+
+    def _stage(self, estimator, default):
+        stage = clone(default if estimator is None else estimator)
+        if self.random_state is not None and "random_state" in stage.get_params():
+            stage.set_params(random_state=self.random_state)
+        return stage
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    @atomic_fit
+    def fit(self, X, y, sample_weight=None):
+        """Fit the first stage to ``y`` and the second to its leave-one-out
+        residuals.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Training rows, as the first stage takes them.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed to both stages (the second's restricted to its rows).
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        first = self._stage(self.estimator, NWAttentionRegressor())
+        second = self._stage(
+            self.residual_estimator,
+            NWAttentionRegressor(
+                early_stopping=True, local_fit="constant", duplicate_weight=0.0
+            ),
+        )
+        categorical = getattr(first, "categorical_features", None)
+        X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
+        self._fit_where = where(X)
+        self._table = mask is not None
+        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        first.fit(X, y, **fit_params)
+        loo = getattr(first, "loo_prediction_", None)
+        if loo is None:
+            raise TypeError(
+                f"ResidualStageRegressor needs a first stage that sets "
+                f"loo_prediction_ (one of this library's estimators); "
+                f"{type(first).__name__} does not."
+            )
+        xp, _ = get_namespace(loo)
+        Y = xp.reshape(xp.asarray(y, dtype=loo.dtype), loo.shape)
+        residuals = Y - loo
+        finite = xp.isfinite(residuals)
+        if residuals.ndim == 2:
+            finite = xp.all(finite, axis=1)
+        rows = to_host(xp.nonzero(finite)[0])
+        if rows.shape[0] < 2:
+            raise ValueError(
+                "ResidualStageRegressor needs leave-one-out predictions of at "
+                f"least two training rows to fit its second stage; the first "
+                f"stage gave {rows.shape[0]}."
+            )
+        if sample_weight is not None:
+            fit_params = {"sample_weight": _rows(sample_weight, rows)}
+        second.fit(
+            _rows(X, rows),
+            xp.take(residuals, xp.asarray(rows, device=device(loo)), axis=0),
+            **fit_params,
+        )
+        self.estimator_ = first
+        self.residual_estimator_ = second
+        self.residual_rows_ = xp.asarray(rows, device=device(loo))
+        return self
+
+    def predict(self, X):
+        """The first stage's prediction plus the second's.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Query rows.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+            Predicted values, in the namespace of the first stage's.
+        """
+        X = self._validated_query(X, "predict")
+        first = self.estimator_.predict(X)
+        xp, _ = get_namespace(first)
+        second = xp.asarray(self.residual_estimator_.predict(X), dtype=first.dtype)
+        return first + xp.reshape(second, first.shape)
+
+
+def _rows(X, rows):
+    """Rows ``rows`` (host ints) of a DataFrame, an array or a list."""
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if not array_api_compat.is_array_api_obj(X):
+        X = np.asarray(X)
+    xp, _ = get_namespace(X)
+    index = xp.asarray(rows, device=device(X))
+    return xp.take(X, index, axis=0)

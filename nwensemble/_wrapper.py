@@ -1,0 +1,48 @@
+"""What the estimators that wrap the library's estimators share (the
+allocator, the residual stages): queries checked against what ``fit`` saw,
+tags, and pickling on the host."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from nwensemble._shared.backend import get_namespace, same_namespace_or_raise, to_host
+
+
+class WrapperMixin:
+    """For an estimator whose ``fit`` validates with ``validate_fit_data``
+    and sets ``_fit_where`` (``backend.where`` of the training rows) and
+    ``_table`` (whether they were a table to encode)."""
+
+    def _validated_query(self, X, method):
+        """Query rows for the fitted inner estimators, in the training
+        rows' namespace and with their features."""
+        check_is_fitted(self)
+        same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
+        if self._table:
+            return validate_data(self, X, skip_check_array=True, reset=False)
+        xp, _ = get_namespace(X)
+        return validate_data(
+            self,
+            X,
+            dtype=(xp.float64, xp.float32),
+            ensure_all_finite="allow-nan",
+            reset=False,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.input_tags.allow_nan = True
+        tags.array_api_support = True
+        return tags
+
+    def __getstate__(self):
+        """Pickle on the host, like the estimators (see
+        :meth:`MultiHeadNWRegressor.__getstate__`): the loaded model
+        predicts NumPy input."""
+        state = to_host(super().__getstate__())
+        if "_fit_where" in state:
+            state["_fit_where"] = ("numpy", "cpu")
+        return state

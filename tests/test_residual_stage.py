@@ -1,0 +1,163 @@
+"""ResidualStageRegressor: the second stage learns the first's leave-one-out
+residuals and the prediction adds the two."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.base import clone
+from sklearn.linear_model import Ridge
+
+from nwensemble import (
+    HeadAllocator,
+    MultiHeadNWRegressor,
+    NWAttentionRegressor,
+    ResidualStageRegressor,
+)
+from nwensemble._shared.backend import to_numpy
+
+
+def _steps_and_waves(n, seed):
+    """A step, a line and a wave along separate features, and two noise
+    features: effects that a neighbourhood along all of them averages."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 5))
+    y = 4.0 * X[:, 0] + 3.0 * (X[:, 1] > 0.5) + np.sin(6 * X[:, 2]) + 0.5 * X[:, 3]
+    return X, y
+
+
+def test_prediction_is_the_sum_of_the_stages(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    expected = model.estimator_.predict(X[:7]) + model.residual_estimator_.predict(
+        X[:7]
+    )
+    assert_allclose(model.predict(X[:7]), expected, rtol=1e-12)
+
+
+def test_the_second_stage_learns_the_first_stages_leave_one_out_residuals(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    rows = to_numpy(model.residual_rows_)
+    assert_allclose(rows, np.arange(len(y)))  # every row has its leave-one-out
+    residuals = y - model.estimator_.loo_prediction_
+    again = clone(model.residual_estimator_).fit(X[rows], residuals[rows])
+    assert_allclose(
+        again.predict(X[:5]), model.residual_estimator_.predict(X[:5]), rtol=1e-12
+    )
+
+
+def test_the_default_second_stage_stops_on_held_out_rows_and_reads_means(friedman):
+    X, y = friedman
+    second = ResidualStageRegressor(random_state=0).fit(X, y).residual_estimator_
+    assert second.get_params()["early_stopping"] is True
+    assert second.get_params()["local_fit"] == "constant"
+    assert second.get_params()["duplicate_weight"] == 0.0
+    assert len(second.calibration_rows_) < len(y)  # rows were held out
+
+
+def test_the_second_stage_stays_within_the_residuals_range(friedman):
+    """Weighted means of the residuals never leave their range."""
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    residuals = y - model.estimator_.loo_prediction_
+    queries = np.random.default_rng(1).uniform(-1, 2, size=(300, X.shape[1]))
+    added = model.residual_estimator_.predict(queries)
+    assert added.min() >= residuals.min() - 1e-9
+    assert added.max() <= residuals.max() + 1e-9
+
+
+def test_effects_along_separate_features_are_added_back():
+    """Over three draws, the second stage lowers the test error of one head
+    on a noise-free sum of effects along separate features."""
+    ratios = []
+    for seed in range(3):
+        X, y = _steps_and_waves(400, seed)
+        X_test, y_test = _steps_and_waves(2000, seed + 100)
+        one = NWAttentionRegressor(random_state=0).fit(X, y)
+        two = ResidualStageRegressor(random_state=0).fit(X, y)
+        ratios.append(
+            np.sqrt(np.mean((two.predict(X_test) - y_test) ** 2))
+            / np.sqrt(np.mean((one.predict(X_test) - y_test) ** 2))
+        )
+    assert np.mean(ratios) < 0.98
+
+
+def test_random_state_reaches_both_stages_and_repeats_the_fit(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(MultiHeadNWRegressor(n_heads=2), random_state=3)
+    first = model.fit(X, y).predict(X[:5])
+    assert model.estimator_.random_state == 3
+    assert model.residual_estimator_.random_state == 3
+    assert_allclose(model.fit(X, y).predict(X[:5]), first, rtol=0, atol=0)
+
+
+def test_rows_of_zero_weight_equal_their_removal(friedman):
+    """Zero weights reach both stages, where they equal removal."""
+    X, y = friedman
+    sw = np.ones(len(y))
+    sw[:20] = 0.0
+    # Held-out rows are drawn among all rows: no early stopping here.
+    stage = NWAttentionRegressor(head_dim=2, early_stopping=False, init="pca")
+    model = ResidualStageRegressor(
+        stage,
+        residual_estimator=clone(stage).set_params(local_fit="constant"),
+        random_state=0,
+    )
+    weighted = clone(model).fit(X, y, sample_weight=sw)
+    removed = clone(model).fit(X[20:], y[20:])
+    # The first stages agree to about 1e-7 (float32 losses), which the
+    # second stage's fit to those residuals may amplify a little.
+    assert_allclose(weighted.predict(X[:9]), removed.predict(X[:9]), rtol=1e-3)
+
+
+def test_several_outputs(friedman):
+    X, y = friedman
+    Y = np.column_stack([y, -2.0 * y])
+    model = ResidualStageRegressor(random_state=0).fit(X, Y)
+    assert model.predict(X[:4]).shape == (4, 2)
+
+
+def test_tables_with_strings_and_missing_values():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 200
+    frame = pd.DataFrame(
+        {
+            "size": rng.normal(size=n),
+            "colour": rng.choice(["red", "green", "blue"], n),
+        }
+    )
+    frame.loc[::9, "size"] = np.nan
+    y = np.nan_to_num(frame["size"].to_numpy()) + (frame["colour"] == "red") * 2.0
+    model = ResidualStageRegressor(random_state=0).fit(frame, y)
+    assert list(model.feature_names_in_) == ["size", "colour"]
+    unseen = pd.DataFrame({"size": [0.1, np.nan], "colour": ["red", "purple"]})
+    assert np.isfinite(model.predict(unseen)).all()
+
+
+def test_the_allocator_as_first_stage(friedman):
+    X, y = friedman
+    first = HeadAllocator(MultiHeadNWRegressor(max_iter=5), budget=4, n_members=1)
+    model = ResidualStageRegressor(first, random_state=0).fit(X, y)
+    assert model.estimator_.n_heads_ * model.estimator_.head_dim_ <= 4
+    assert model.predict(X[:3]).shape == (3,)
+
+
+def test_a_first_stage_without_leave_one_out_predictions_is_refused(friedman):
+    X, y = friedman
+    with pytest.raises(TypeError, match="loo_prediction_.*Ridge does not"):
+        ResidualStageRegressor(Ridge()).fit(X, y)
+
+
+def test_same_fit_under_namespaces(ns, friedman):
+    """NumPy and array_api_strict agree; the rows stay in the input's
+    namespace."""
+    X, y = friedman
+    kw = dict(estimator=NWAttentionRegressor(max_iter=20), random_state=0)
+    ref = ResidualStageRegressor(**kw).fit(X, y)
+    with ns.context():
+        model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+        pred = ns.check_output(model.predict(ns.asarray(X[:9])))
+        rows = ns.check_output(model.residual_rows_)
+    assert_allclose(pred, ref.predict(X[:9]), rtol=1e-9)
+    assert_allclose(rows, ref.residual_rows_)
