@@ -69,9 +69,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
     residual_rows_ : array of int
         The training rows with a leave-one-out prediction of the first
-        stage, whose residuals the second stage learned (at most 2048 of
-        the rows with positive weight, see ``loo_prediction_``), in the
-        fitted arrays' namespace.
+        stage, whose residuals the second stage learned (every row up to
+        2048 rows of positive weight, else a random 2048 of those; see
+        ``loo_prediction_``), in the fitted arrays' namespace.
 
     n_features_in_ : int
         Number of features seen during fit.
@@ -94,11 +94,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_friedman1
     >>> from nwensemble import ResidualStageRegressor
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.integers(0, 4, size=(300, 3)).astype(float)
-    >>> y = 3 * X[:, 0] + np.where(X[:, 1] > 1, 2.0, 0.0) + X[:, 2]
+    >>> X, y = make_friedman1(n_samples=300, noise=0.5, random_state=0)
     >>> reg = ResidualStageRegressor(random_state=0).fit(X, y)
     >>> reg.predict(X[:2]).shape
     (2,)
@@ -164,18 +162,13 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 f"{type(first).__name__} does not."
             )
         xp, _ = get_namespace(loo)
-        Y = xp.reshape(xp.asarray(y, dtype=loo.dtype), loo.shape)
+        Y = xp.asarray(y, dtype=loo.dtype, device=device(loo))
+        Y = xp.reshape(Y, loo.shape)
         residuals = Y - loo
         finite = xp.isfinite(residuals)
         if residuals.ndim == 2:
             finite = xp.all(finite, axis=1)
         rows = to_host(xp.nonzero(finite)[0])
-        if rows.shape[0] < 2:
-            raise ValueError(
-                "ResidualStageRegressor needs leave-one-out predictions of at "
-                f"least two training rows to fit its second stage; the first "
-                f"stage gave {rows.shape[0]}."
-            )
         if sample_weight is not None:
             fit_params = {"sample_weight": _rows(sample_weight, rows)}
         second.fit(
