@@ -25,7 +25,9 @@ red wine's UCI splits went 0.574 -> 0.637).
 
 Prints per set the mean RMSE over folds of each first stage and of each
 sum, with median fit times, then the geometric means of the sums' RMSE
-ratios to their first stage.
+ratios to their first stage. ``--coverage`` adds, per model, the mean
+coverage and width of ``predict_interval(confidence_level=0.9)`` on the
+test rows (the first stage's jackknife+, the sum's jackknife).
 
 Run: ``python benchmarks/bench_residual_stage.py [--part cv|uci] [--sets
 ...] [--first NWAttention MultiHeadNW HeadAllocator] [--stages default auto
@@ -72,8 +74,10 @@ def second_stage(name):
     return NWAttentionRegressor(duplicate_weight=0.0, **SECOND[name])
 
 
-def run_set(X, y, folds, firsts, stages):
-    """RMSE per fold and fit times of every first stage and sum."""
+def run_set(X, y, folds, firsts, stages, coverage=None):
+    """RMSE per fold and fit times of every first stage and sum; with
+    ``coverage`` (a dict), also each model's 90 % intervals' coverage and
+    mean width per fold, under ``coverage[label]``."""
     rmse, fit_s = {}, {}
     for train, test in folds:
         for first in firsts:
@@ -91,6 +95,12 @@ def run_set(X, y, folds, firsts, stages):
                 pred = np.asarray(model.predict(X[test])).reshape(-1)
                 err = float(np.sqrt(np.mean((pred - y[test]) ** 2)))
                 rmse.setdefault(label, []).append(err)
+                if coverage is not None:
+                    _, bounds = model.predict_interval(X[test], confidence_level=0.9)
+                    lower, upper = np.asarray(bounds).reshape(-1, 2).T
+                    inside = (lower <= y[test]) & (y[test] <= upper)
+                    record = (float(np.mean(inside)), float(np.mean(upper - lower)))
+                    coverage.setdefault(label, []).append(record)
     return rmse, fit_s
 
 
@@ -111,6 +121,11 @@ def main():
     parser.add_argument(
         "--stages", nargs="*", choices=list(SECOND), default=["default"]
     )
+    parser.add_argument(
+        "--coverage",
+        action="store_true",
+        help="also the 90 %% intervals' coverage and width (predict_interval)",
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -124,7 +139,8 @@ def main():
         if args.sets and set_name not in args.sets:
             continue
         print(f"{set_name}: {X.shape[0]} rows x {X.shape[1]} features, {how}")
-        rmse, fit_s = run_set(X, y, folds, args.first, args.stages)
+        coverage = {} if args.coverage else None
+        rmse, fit_s = run_set(X, y, folds, args.first, args.stages, coverage)
         results[set_name] = {k: float(np.mean(v)) for k, v in rmse.items()}
         for label, errors in rmse.items():
             first = label.split(" + ")[0]
@@ -134,6 +150,9 @@ def main():
                 f"/ first {ratio:.3f}  fit {np.median(fit_s[label]):>6.2f} s",
                 flush=True,
             )
+            if coverage is not None:
+                cover, width = np.mean(coverage[label], axis=0)
+                print(f"    90 % intervals: coverage {cover:.3f}, width {width:.4g}")
     print("\ngeometric-mean RMSE ratio of each sum to its first stage:")
     for first in args.first:
         for stage in args.stages:

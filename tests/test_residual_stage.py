@@ -115,6 +115,60 @@ def test_several_outputs(friedman):
     Y = np.column_stack([y, -2.0 * y])
     model = ResidualStageRegressor(random_state=0).fit(X, Y)
     assert model.predict(X[:4]).shape == (4, 2)
+    pred, bounds = model.predict_interval(X[:4])
+    assert pred.shape == (4, 2) and bounds.shape == (4, 2, 2)
+    assert np.all(bounds[..., 0] < pred) and np.all(pred < bounds[..., 1])
+
+
+def test_intervals_add_a_quantile_of_the_held_out_residuals_of_the_sum(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    second = model.residual_estimator_
+    target = y - model.estimator_.loo_prediction_
+    held = second.calibration_rows_
+    residuals = (target - second.loo_prediction_)[held]
+    assert_allclose(model.interval_residuals_, residuals, rtol=1e-12)
+    pred, bounds = model.predict_interval(X[:6], confidence_level=0.8)
+    n = len(residuals)
+    k = int(np.floor(0.2 * (n + 1)))
+    q = np.sort(np.abs(residuals))[n - k]
+    assert_allclose(pred, model.predict(X[:6]), rtol=1e-12)
+    assert_allclose(bounds, np.stack([pred - q, pred + q], axis=-1), rtol=1e-12)
+
+
+def test_intervals_cover_new_rows():
+    """About 90 % of new targets fall in the 90 % intervals (three draws
+    of 1000 rows, each calibrating on the 80 rows the second stage held
+    out)."""
+    from sklearn.datasets import make_friedman1
+
+    covered = []
+    for seed in range(3):
+        X, y = make_friedman1(1000, noise=1.0, random_state=seed)
+        X_new, y_new = make_friedman1(3000, noise=1.0, random_state=seed + 10)
+        model = ResidualStageRegressor(random_state=seed).fit(X, y)
+        _, bounds = model.predict_interval(X_new, confidence_level=0.9)
+        covered.append(np.mean((bounds[:, 0] <= y_new) & (y_new <= bounds[:, 1])))
+    assert 0.82 < np.mean(covered) < 0.97
+
+
+def test_too_few_rows_for_the_confidence_give_infinite_bounds(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="bounds are infinite"):
+        _, bounds = model.predict_interval(X[:3], confidence_level=0.999)
+    assert np.all(np.isinf(bounds))
+    with pytest.raises(ValueError, match="confidence_level"):
+        model.predict_interval(X[:3], confidence_level=1.5)
+
+
+def test_a_second_stage_without_leave_one_out_has_no_intervals(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(residual_estimator=Ridge()).fit(X, y)
+    assert model.interval_residuals_ is None
+    assert model.predict(X[:3]).shape == (3,)
+    with pytest.raises(AttributeError, match="Ridge does not"):
+        model.predict_interval(X[:3])
 
 
 def test_tables_with_strings_and_missing_values():
@@ -159,5 +213,8 @@ def test_same_fit_under_namespaces(ns, friedman):
         model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
         pred = ns.check_output(model.predict(ns.asarray(X[:9])))
         rows = ns.check_output(model.residual_rows_)
+        _, bounds = model.predict_interval(ns.asarray(X[:9]))
+        bounds = ns.check_output(bounds)
     assert_allclose(pred, ref.predict(X[:9]), rtol=1e-9)
     assert_allclose(rows, ref.residual_rows_)
+    assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-9)

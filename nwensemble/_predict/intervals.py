@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from nwensemble._shared.backend import device
+from nwensemble._shared.backend import device, namespace_of
 from nwensemble._shared.passes import over_heads
 from nwensemble._shared.readout import CONSTANT
 
@@ -48,7 +48,7 @@ class Calibration:
     head_weights: Optional[np.ndarray] = None
 
 
-def interval_alpha(confidence_level, method):
+def interval_alpha(confidence_level, method=METHODS[0]):
     """``1 - confidence_level``, after checking both arguments."""
     if not (
         isinstance(confidence_level, Real)
@@ -62,6 +62,37 @@ def interval_alpha(confidence_level, method):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
     return 1.0 - float(confidence_level)
+
+
+def too_few_to_bound(n_calibration, alpha):
+    """Whether ``n_calibration`` rows cannot bound a ``1 - alpha`` interval
+    (with a warning that the bounds are infinite)."""
+    if conformal_rank(n_calibration, alpha) >= 1:
+        return False
+    warnings.warn(
+        f"{n_calibration} calibration rows cannot bound a "
+        f"{1 - alpha:g} interval (that needs at least "
+        f"{math.ceil(1 / alpha) - 1}); the bounds are infinite.",
+        UserWarning,
+    )
+    return True
+
+
+def absolute_residual_bounds(Y_hat, residuals, alpha):
+    """Bounds ``Y_hat -/+ q`` (shape ``Y_hat.shape + (2,)``), ``q`` per output
+    the ``k``-th largest of the absolute leave-one-out ``residuals`` (c, t)
+    (``conformal_rank``): the jackknife (Barber et al. 2021), one width for
+    every query; infinite, with a warning, when too few rows calibrate."""
+    xp, _ = namespace_of(Y_hat)
+    n_cal = residuals.shape[0]
+    if too_few_to_bound(n_cal, alpha):
+        inf = float("inf")
+        q = xp.full(Y_hat.shape[1:], inf, dtype=Y_hat.dtype, device=device(Y_hat))
+    else:
+        k = conformal_rank(n_cal, alpha)
+        ordered = xp.sort(xp.abs(residuals), axis=0)  # (c,) or (c, t)
+        q = xp.astype(ordered[n_cal - k, ...], Y_hat.dtype)
+    return xp.stack([Y_hat - q, Y_hat + q], axis=-1)
 
 
 def conformal_rank(n_calibration, alpha):
@@ -98,13 +129,7 @@ def predict_interval(keys, combination, Q, *, alpha, method):
     R = xp.abs(xp.take(cal.residuals, pos, axis=0))  # (c, t)
     n_cal = R.shape[0]
     k = conformal_rank(n_cal, alpha)
-    if k < 1:
-        warnings.warn(
-            f"{n_cal} calibration rows cannot bound a "
-            f"{1 - alpha:g} interval (that needs at least "
-            f"{math.ceil(1 / alpha) - 1}); the bounds are infinite.",
-            UserWarning,
-        )
+    if too_few_to_bound(n_cal, alpha):
         mu = keys.passes().estimates(Q, alpha_h)
         inf = xp.full(mu.shape, float("inf"), dtype=mu.dtype, device=dev)
         return mu, xp.stack([-inf, inf], axis=-1)
