@@ -157,8 +157,6 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         )
         categorical = getattr(first, "categorical_features", None)
         X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
-        self._fit_where = where(X)
-        self._table = mask is not None
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         first.fit(X, y, **fit_params)
         loo = getattr(first, "loo_prediction_", None)
@@ -172,17 +170,17 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         Y = xp.asarray(y, dtype=loo.dtype, device=device(loo))
         Y = xp.reshape(Y, loo.shape)
         residuals = Y - loo
-        finite = xp.isfinite(residuals)
-        if residuals.ndim == 2:
-            finite = xp.all(finite, axis=1)
-        rows = to_host(xp.nonzero(finite)[0])
+        rows = _finite_rows(residuals, xp=xp)
+        host_rows = to_host(rows)
         if sample_weight is not None:
-            fit_params = {"sample_weight": _rows(sample_weight, rows)}
-        target = xp.take(residuals, xp.asarray(rows, device=device(loo)), axis=0)
-        second.fit(_rows(X, rows), target, **fit_params)
+            fit_params = {"sample_weight": _rows(sample_weight, host_rows)}
+        target = xp.take(residuals, rows, axis=0)
+        second.fit(_rows(X, host_rows), target, **fit_params)
+        self._fit_where = where(X)
+        self._table = mask is not None
         self.estimator_ = first
         self.residual_estimator_ = second
-        self.residual_rows_ = xp.asarray(rows, device=device(loo))
+        self.residual_rows_ = rows
         self.interval_residuals_ = _held_out_residuals(second, target)
         return self
 
@@ -239,9 +237,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 f"estimators); {type(self.residual_estimator_).__name__} does not."
             )
         Y_hat = self.predict(X)
-        xp, _ = get_namespace(Y_hat)
-        residuals = xp.reshape(self.interval_residuals_, (-1, *Y_hat.shape[1:]))
-        return Y_hat, absolute_residual_bounds(Y_hat, residuals, alpha)
+        return Y_hat, absolute_residual_bounds(Y_hat, self.interval_residuals_, alpha)
 
 
 def _held_out_residuals(second, target):
@@ -256,10 +252,16 @@ def _held_out_residuals(second, target):
     xp, _ = get_namespace(loo)
     index = xp.asarray(rows, device=device(loo))
     residuals = xp.take(xp.reshape(target, loo.shape) - loo, index, axis=0)
+    return xp.take(residuals, _finite_rows(residuals, xp=xp), axis=0)
+
+
+def _finite_rows(residuals, *, xp):
+    """Indices of the rows of ``residuals`` (n,) or (n, t) that are finite in
+    every output (a row without a leave-one-out prediction is NaN)."""
     finite = xp.isfinite(residuals)
     if residuals.ndim == 2:
         finite = xp.all(finite, axis=1)
-    return xp.take(residuals, xp.nonzero(finite)[0], axis=0)
+    return xp.nonzero(finite)[0]
 
 
 def _rows(X, rows):
