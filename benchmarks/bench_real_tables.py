@@ -10,10 +10,12 @@ five folds alone are noisy; ``--seeds N`` fits every seeded model on each
 fold with seeds 0 to N-1, since on tables of a few hundred rows the seed
 of a fit moves its RMSE by a few per cent) of:
 
-* ``HeadAllocator()`` (the recommended start), ``NWAttentionRegressor()``
-  and ``MultiHeadNWRegressor()`` on the frame as it comes
+* ``ResidualStageRegressor()`` (the recommended start),
+  ``HeadAllocator()``, ``NWAttentionRegressor()`` and
+  ``MultiHeadNWRegressor()`` on the frame as it comes
   (``categorical_features='from_dtype'``), ``random_state=seed``;
-* the same estimators behind the pipeline a user had to write before:
+* the three estimators (not the allocator) behind the pipeline a user had
+  to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
   ``OneHotEncoder(handle_unknown='ignore')`` on the string columns;
@@ -58,6 +60,7 @@ from nwensemble import (  # noqa: E402
     HeadAllocator,
     MultiHeadNWRegressor,
     NWAttentionRegressor,
+    ResidualStageRegressor,
 )
 
 REFERENCE = "HGB"
@@ -143,8 +146,12 @@ def make_models(frame, names, seed=0):
         "HeadAllocator": lambda: HeadAllocator(random_state=seed),
         "NWAttention": lambda: NWAttentionRegressor(random_state=seed),
         "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=seed),
+        "ResidualStage": lambda: ResidualStageRegressor(random_state=seed),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),
+        "ResidualStage one-hot": lambda: one_hot(
+            ResidualStageRegressor(random_state=seed)
+        ),
         "NWAttention (local constant)": lambda: NWAttentionRegressor(
             random_state=seed, local_fit="constant"
         ),
@@ -204,8 +211,10 @@ def main(argv=None):
         "HeadAllocator",
         "NWAttention",
         "MultiHeadNW",
+        "ResidualStage",
         "NWAttention one-hot",
         "MultiHeadNW one-hot",
+        "ResidualStage one-hot",
         "HGB",
         "CatBoost",
     ]

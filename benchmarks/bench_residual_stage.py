@@ -4,16 +4,21 @@ it pay, and when does it overfit?
 
 On the folds of ``bench_accuracy.py`` (``--part cv``: every numeric table of
 ``../shared/data``; ``--part uci``: the standard UCI splits), each first
-stage (``--first``: ``NWAttentionRegressor()``, ``MultiHeadNWRegressor()``
-and optionally ``HeadAllocator()``, ``random_state=0``) alone and inside
+stage (``--first``: by default ``default``, the first stage of
+``ResidualStageRegressor()``, one head with the allocator's automatic
+number of members; ``NWAttention``, ``MultiHeadNW`` and ``HeadAllocator``,
+the estimators' defaults; ``random_state=0``) alone and inside
 ``ResidualStageRegressor(first, residual_estimator=..., random_state=0)``,
 whose second stage learns the first's leave-one-out residuals. Second
 stages (``--stages`` picks):
 
 * ``default``: ``ResidualStageRegressor``'s own,
   ``NWAttentionRegressor(early_stopping=True, local_fit='constant',
-  duplicate_weight=0)``: it stops on rows its projection was not fitted to
-  and reads weighted means of the residuals;
+  duplicate_weight=0)``, fitted with the residuals' weights: it stops on
+  rows its projection was not fitted to, reads weighted means of the
+  residuals, and rows with outlying residuals weigh less;
+* ``unweighted``: the same second stage fitted without the residuals'
+  weights (every row alike);
 * ``auto``: ``NWAttentionRegressor(duplicate_weight=0)``, whose
   ``early_stopping='auto'`` trains on every row of the larger tables and
   whose local lines can extrapolate;
@@ -30,8 +35,8 @@ coverage and width of ``predict_interval(confidence_level=0.9)`` on the
 test rows (the first stage's jackknife+, the sum's jackknife).
 
 Run: ``python benchmarks/bench_residual_stage.py [--part cv|uci] [--sets
-...] [--first NWAttention MultiHeadNW HeadAllocator] [--stages default auto
-held-out]``
+...] [--first default NWAttention MultiHeadNW HeadAllocator] [--stages
+default unweighted auto held-out] [--coverage]``
 """
 
 import argparse
@@ -41,6 +46,7 @@ import time
 import warnings
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,23 +61,49 @@ from nwensemble import (  # noqa: E402
     NWAttentionRegressor,
     ResidualStageRegressor,
 )
+from nwensemble._fit.allocation import default_members  # noqa: E402
 
+# First stages by name, for a table of ``n`` training rows.
 FIRST = {
-    "NWAttention": lambda: NWAttentionRegressor(random_state=0),
-    "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
-    "HeadAllocator": lambda: HeadAllocator(MultiHeadNWRegressor(random_state=0)),
+    "default": lambda n: MultiHeadNWRegressor(
+        n_heads=1, n_members=default_members(n), random_state=0
+    ),
+    "NWAttention": lambda n: NWAttentionRegressor(random_state=0),
+    "MultiHeadNW": lambda n: MultiHeadNWRegressor(random_state=0),
+    "HeadAllocator": lambda n: HeadAllocator(MultiHeadNWRegressor(random_state=0)),
 }
 SECOND = {
     "default": None,
+    "unweighted": {"early_stopping": True, "local_fit": "constant"},
     "auto": {},
     "held-out": {"early_stopping": True},
 }
 
 
+class Unweighted(RegressorMixin, BaseEstimator):
+    """``estimator`` with a ``fit`` that takes no ``sample_weight``, so that
+    ``ResidualStageRegressor`` fits it without the residuals' weights."""
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+
+    def fit(self, X, y):
+        self.estimator_ = clone(self.estimator).fit(X, y)
+        self.loo_prediction_ = self.estimator_.loo_prediction_
+        self.calibration_rows_ = self.estimator_.calibration_rows_
+        return self
+
+    def predict(self, X):
+        return self.estimator_.predict(X)
+
+
 def second_stage(name):
     if SECOND[name] is None:
         return None
-    return NWAttentionRegressor(duplicate_weight=0.0, **SECOND[name])
+    stage = NWAttentionRegressor(duplicate_weight=0.0, **SECOND[name])
+    if name == "unweighted":
+        return Unweighted(stage.set_params(random_state=0))
+    return stage
 
 
 def run_set(X, y, folds, firsts, stages, coverage=None):
@@ -81,10 +113,10 @@ def run_set(X, y, folds, firsts, stages, coverage=None):
     rmse, fit_s = {}, {}
     for train, test in folds:
         for first in firsts:
-            models = {first: FIRST[first]()}
+            models = {first: FIRST[first](len(train))}
             for stage in stages:
                 models[f"{first} + {stage}"] = ResidualStageRegressor(
-                    FIRST[first](),
+                    FIRST[first](len(train)),
                     residual_estimator=second_stage(stage),
                     random_state=0,
                 )
@@ -116,7 +148,7 @@ def main():
         "--first",
         nargs="*",
         choices=list(FIRST),
-        default=["NWAttention", "MultiHeadNW"],
+        default=["default"],
     )
     parser.add_argument(
         "--stages", nargs="*", choices=list(SECOND), default=["default"]

@@ -28,13 +28,14 @@ def _load_csv(path, out):
 
 
 _WHICH_MODEL = """\
-Which to start with on a small table: HeadAllocator(). It fits one head as
-wide as the input (NWAttentionRegressor's model), MultiHeadNW's four heads
-and heads twice their size, keeps the one with the lowest leave-one-out
-error, and up to 2048 rows refits it with up to four members (fits from
-other random draws, their heads averaged): a few fits' cost (the
-documentation's benchmarks page has the comparison on real tables). For the
-fastest fit, NWAttentionRegressor().
+Which to start with: ResidualStageRegressor(). One head (with up to four
+members, fits from other random draws, on tables up to 2048 rows) and a
+second attention stage fitted to its leave-one-out residuals, the two
+added as boosting adds trees: it shares an effect along one feature across
+neighbourhoods, which one head's local average cannot (the documentation's
+benchmarks page has the comparison with CatBoost on real tables).
+HeadAllocator() chooses between one head, four heads and larger heads by
+their leave-one-out error; for the fastest fit, NWAttentionRegressor().
 Several heads win where features act jointly and lose badly where the
 target grows steeply along one feature."""
 
@@ -57,7 +58,12 @@ def _demo(args, out):
     from sklearn.neighbors import KNeighborsRegressor
     from sklearn.pipeline import make_pipeline
 
-    from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
+    from nwensemble import (
+        HeadAllocator,
+        MultiHeadNWRegressor,
+        NWAttentionRegressor,
+        ResidualStageRegressor,
+    )
 
     text = []
     if args.csv is None:
@@ -102,11 +108,23 @@ def _demo(args, out):
         "HeadAllocator()": HeadAllocator(MultiHeadNWRegressor(**nw)),
         "k-NN (tuned k, weights)": knn,
     }
+    if args.device == "auto":
+        # Its default stages compute where the data are.
+        models = {
+            "ResidualStageRegressor()": ResidualStageRegressor(
+                random_state=args.random_state
+            ),
+            **models,
+        }
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
     if text:
         print(f"categorical features: {', '.join(text)}", file=out)
     if args.device != "auto":
-        print(f"NW models compute on device={args.device!r}", file=out)
+        print(
+            f"NW models compute on device={args.device!r} (ResidualStageRegressor(), "
+            "whose stages compute where the data are, runs with --device auto)",
+            file=out,
+        )
     print(
         f"{args.cv}-fold cross-validated RMSE (shuffled, seed {args.random_state})",
         file=out,

@@ -8,19 +8,30 @@ import array_api_compat
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
 from sklearn.utils._param_validation import HasMethods
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import (
+    _num_samples,
+    check_is_fitted,
+    has_fit_parameter,
+)
 
 from nwensemble._atomic import atomic_fit
+from nwensemble._fit.allocation import default_members
+from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._predict.intervals import absolute_residual_bounds, interval_alpha
 from nwensemble._shared.backend import (
     device,
     get_namespace,
     to_host,
+    to_numpy,
     where,
 )
 from nwensemble._single_head import NWAttentionRegressor
 from nwensemble._validation import validate_fit_data
 from nwensemble._wrapper import WrapperMixin
+
+# Residuals beyond this many robust standard deviations weigh less in the
+# second stage (the three-sigma rule for outliers).
+OUTLYING = 3.0
 
 
 class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
@@ -39,15 +50,23 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     adds trees (twicing, Tukey 1977; boosting with smoothers, Buhlmann and
     Yu 2003). Where the first stage leaves only noise, the second should
     add nothing: by default it stops early on rows its projection was not
-    fitted to and reads weighted means of the residuals.
+    fitted to and reads weighted means of the residuals. Rows whose
+    residuals lie beyond three robust standard deviations weigh less in the
+    second stage (Huber's weights, ``3 / d`` at ``d`` of them), so that a
+    few outlying targets do not carry their residuals to the rows near
+    them.
 
     Read more in the :ref:`User Guide <residual_stage>`.
 
     Parameters
     ----------
     estimator : estimator with ``loo_prediction_``, default=None
-        The first stage; ``None`` means ``NWAttentionRegressor()``. Any of
-        the library's estimators, :class:`HeadAllocator` included.
+        The first stage; ``None`` means one head with members on small
+        tables: ``MultiHeadNWRegressor(n_heads=1, n_members=k)``, ``k``
+        chosen for the rows as :class:`HeadAllocator`'s ``n_members='auto'``
+        chooses (4 up to 1024 rows, 1 above 2048; a fit of
+        :class:`NWAttentionRegressor` when ``k`` is 1). Any of the library's
+        estimators, :class:`HeadAllocator` included.
 
     residual_estimator : estimator, default=None
         The second stage, fitted to the first's leave-one-out residuals;
@@ -67,7 +86,10 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         The first stage, fitted on all rows.
 
     residual_estimator_ : estimator
-        The second stage, fitted to the residuals of ``residual_rows_``.
+        The second stage, fitted to the residuals of ``residual_rows_``,
+        each row weighted by its sample weight times its residual's weight
+        (1 within three robust standard deviations of the residuals'
+        median, less beyond).
 
     residual_rows_ : array of int
         The training rows with a leave-one-out prediction of the first
@@ -90,7 +112,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
     See Also
     --------
-    NWAttentionRegressor : One head; the default of both stages.
+    NWAttentionRegressor : One head; the model of both default stages.
     HeadAllocator : A first stage that chooses its heads.
 
     Notes
@@ -141,14 +163,15 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Target values.
         sample_weight : array-like of shape (n_samples,), default=None
-            Passed to both stages (the second's restricted to its rows).
+            Passed to both stages (the second's restricted to its rows and
+            multiplied by the residuals' weights).
 
         Returns
         -------
         self : object
             Fitted estimator.
         """
-        first = self._stage(self.estimator, NWAttentionRegressor())
+        first = self._stage(self.estimator, MultiHeadNWRegressor(n_heads=1))
         second = self._stage(
             self.residual_estimator,
             NWAttentionRegressor(
@@ -157,6 +180,10 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         )
         categorical = getattr(first, "categorical_features", None)
         X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
+        if self.estimator is None:
+            # One head with members on small tables: a fit's random draws
+            # move a small table's error by several per cent.
+            first.set_params(n_members=default_members(_num_samples(X)))
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         first.fit(X, y, **fit_params)
         loo = getattr(first, "loo_prediction_", None)
@@ -172,10 +199,17 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         residuals = Y - loo
         rows = _finite_rows(residuals, xp=xp)
         host_rows = to_host(rows)
-        if sample_weight is not None:
-            fit_params = {"sample_weight": _rows(sample_weight, host_rows)}
         target = xp.take(residuals, rows, axis=0)
-        second.fit(_rows(X, host_rows), target, **fit_params)
+        weights = np.ones(host_rows.shape[0])
+        if sample_weight is not None:
+            weights = _host_weights(sample_weight)[host_rows]
+        weights = weights * residual_weights(to_numpy(target), weights > 0)
+        weights = xp.asarray(weights, dtype=target.dtype, device=device(target))
+        if sample_weight is None and not has_fit_parameter(second, "sample_weight"):
+            # A second stage without weights (a pipeline) learns every row alike.
+            second.fit(_rows(X, host_rows), target)
+        else:
+            second.fit(_rows(X, host_rows), target, sample_weight=weights)
         self._fit_where = where(X)
         self._table = mask is not None
         self.estimator_ = first
@@ -238,6 +272,33 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             )
         Y_hat = self.predict(X)
         return Y_hat, absolute_residual_bounds(Y_hat, self.interval_residuals_, alpha)
+
+
+def residual_weights(residuals, rows):
+    """The second stage's weight of each row: 1 within ``OUTLYING``
+    robust standard deviations of the residuals' median, ``OUTLYING / d``
+    at ``d`` of them (Huber's weights; per output, the smallest).
+
+    The median and the robust deviation, ``1.4826`` times the median
+    absolute deviation, are over ``rows`` (a boolean mask: the rows of
+    positive sample weight). A few residuals far out (an outlying target)
+    would otherwise carry their size to every row near them; a weight, not
+    a clip, keeps the value of a large residual that its neighbours share,
+    since their weighted mean is then theirs. An output whose residuals
+    have no spread gets no weights.
+    """
+    R = residuals.reshape(residuals.shape[0], -1).astype(np.float64)
+    center = np.median(R[rows], axis=0)
+    spread = 1.4826 * np.median(np.abs(R[rows] - center), axis=0)
+    deviation = np.abs(R - center) / np.where(spread > 0, spread, np.inf)
+    return np.minimum(1.0, OUTLYING / np.maximum(deviation.max(axis=1), 1e-300))
+
+
+def _host_weights(sample_weight):
+    """Sample weights of any namespace, list or Series as float64 NumPy."""
+    if array_api_compat.is_array_api_obj(sample_weight):
+        return to_numpy(sample_weight).astype(np.float64)
+    return np.asarray(sample_weight, dtype=np.float64)
 
 
 def _held_out_residuals(second, target):

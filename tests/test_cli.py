@@ -20,7 +20,8 @@ def test_demo_prints_rmse_next_to_knn():
     text = out.getvalue()
     assert "diabetes" in text and "k-NN" in text and "NWAttentionRegressor" in text
     assert "MultiHeadNW (4 heads)" in text and "HeadAllocator()" in text
-    assert "Which to start with on a small table: HeadAllocator()" in text
+    assert "ResidualStageRegressor()" in text.split("Which to start with")[0]
+    assert "Which to start with: ResidualStageRegressor()" in text
     assert "components_ shape (4, 3, 10)" in text  # floor(log(442 / 10))
     assert "head diversity index (HDI): 0." in text
     assert "= bias2 " in text and "(1-1/H) covariance" in text

@@ -6,6 +6,8 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.base import clone
 from sklearn.linear_model import Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from nwensemble import (
     HeadAllocator,
@@ -13,6 +15,8 @@ from nwensemble import (
     NWAttentionRegressor,
     ResidualStageRegressor,
 )
+from nwensemble._fit.allocation import default_members
+from nwensemble._residual_stage import OUTLYING, residual_weights
 from nwensemble._shared.backend import to_numpy
 
 
@@ -40,10 +44,69 @@ def test_the_second_stage_learns_the_first_stages_leave_one_out_residuals(friedm
     rows = to_numpy(model.residual_rows_)
     assert_allclose(rows, np.arange(len(y)))  # every row has its leave-one-out
     residuals = y - model.estimator_.loo_prediction_
-    again = clone(model.residual_estimator_).fit(X[rows], residuals[rows])
+    weights = residual_weights(residuals[rows], np.ones(len(rows), dtype=bool))
+    again = clone(model.residual_estimator_).fit(
+        X[rows], residuals[rows], sample_weight=weights
+    )
     assert_allclose(
         again.predict(X[:5]), model.residual_estimator_.predict(X[:5]), rtol=1e-12
     )
+
+
+def test_the_default_first_stage_is_one_head_with_the_allocators_members(
+    friedman, monkeypatch
+):
+    X, y = friedman
+    first = ResidualStageRegressor(random_state=0).fit(X, y).estimator_
+    assert isinstance(first, MultiHeadNWRegressor)
+    assert first.n_heads == 1
+    assert first.n_members == default_members(len(y)) == 4
+    assert first.components_.shape[0] == 4
+    # One member is a fit of NWAttentionRegressor's model.
+    monkeypatch.setattr(
+        "nwensemble._residual_stage.default_members", lambda n_samples: 1
+    )
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    single = NWAttentionRegressor(random_state=0).fit(X, y)
+    assert_allclose(model.estimator_.predict(X[:9]), single.predict(X[:9]))
+
+
+def test_a_given_first_stage_keeps_its_members(friedman):
+    X, y = friedman
+    first = NWAttentionRegressor(max_iter=20)
+    model = ResidualStageRegressor(first, random_state=0).fit(X, y)
+    assert isinstance(model.estimator_, NWAttentionRegressor)
+
+
+def test_residual_weights_fall_beyond_three_robust_deviations():
+    rng = np.random.default_rng(0)
+    r = rng.normal(size=(201, 2))
+    r[0, 1] = 40.0
+    rows = np.ones(201, dtype=bool)
+    w = residual_weights(r, rows)
+    center = np.median(r, axis=0)
+    spread = 1.4826 * np.median(np.abs(r - center), axis=0)
+    d = np.max(np.abs(r - center) / spread, axis=1)
+    assert_allclose(w, np.minimum(1.0, OUTLYING / d))
+    assert w[0] == pytest.approx(OUTLYING * spread[1] / (40.0 - center[1]))
+    assert np.all(w[d <= OUTLYING] == 1.0)
+    # Rows outside the mask (zero sample weight) place neither centre nor spread.
+    far = np.vstack([r, np.full((150, 2), 1e6)])
+    mask = np.r_[rows, np.zeros(150, dtype=bool)]
+    assert_allclose(residual_weights(far, mask)[:201], w)
+    # Residuals without spread: no weights.
+    assert_allclose(residual_weights(np.r_[np.zeros(9), 5.0], np.ones(10, bool)), 1.0)
+
+
+def test_an_outlying_target_weighs_less_in_the_second_stage(friedman):
+    X, y = friedman
+    y = y.copy()
+    y[3] += 100.0
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    residuals = y - model.estimator_.loo_prediction_
+    weights = residual_weights(residuals, np.ones(len(y), dtype=bool))
+    assert weights[3] < 0.1
+    assert np.median(weights) == 1.0
 
 
 def test_the_default_second_stage_stops_on_held_out_rows_and_reads_means(friedman):
@@ -169,6 +232,16 @@ def test_a_second_stage_without_leave_one_out_has_no_intervals(friedman):
     assert model.predict(X[:3]).shape == (3,)
     with pytest.raises(AttributeError, match="Ridge does not"):
         model.predict_interval(X[:3])
+
+
+def test_a_second_stage_that_takes_no_weights_learns_every_row_alike(friedman):
+    X, y = friedman
+    second = make_pipeline(StandardScaler(), Ridge())
+    model = ResidualStageRegressor(residual_estimator=second, random_state=0)
+    model.fit(X, y)
+    residuals = (y - model.estimator_.loo_prediction_)[model.residual_rows_]
+    again = clone(second).fit(X[model.residual_rows_], residuals)
+    assert_allclose(model.residual_estimator_.predict(X[:4]), again.predict(X[:4]))
 
 
 def test_tables_with_strings_and_missing_values():
