@@ -32,8 +32,10 @@ Which to start with: ResidualStageRegressor(). One head (with up to four
 members, fits from other random draws, on tables up to 2048 rows) and a
 second attention stage fitted to its leave-one-out residuals, the two
 added as boosting adds trees: it shares an effect along one feature across
-neighbourhoods, which one head's local average cannot (the documentation's
-benchmarks page has the comparison with CatBoost on real tables).
+neighbourhoods, which one head's local average cannot. It is the most
+accurate of these on average over real tables (the documentation's
+benchmarks page compares them with CatBoost); on any one table another may
+win, as the RMSE above can show.
 HeadAllocator() chooses between one head, four heads and larger heads by
 their leave-one-out error; for the fastest fit, NWAttentionRegressor().
 Several heads win where features act jointly and lose badly where the
