@@ -102,22 +102,22 @@ def _demo(args, out):
             gpu_namespace()  # say at once, not in the middle of the folds
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
-    models = {
-        "NWAttentionRegressor": NWAttentionRegressor(head_dim=args.head_dim, **nw),
-        f"MultiHeadNW ({args.n_heads} heads)": MultiHeadNWRegressor(
-            n_heads=args.n_heads, **nw
-        ),
-        "HeadAllocator()": HeadAllocator(MultiHeadNWRegressor(**nw)),
-        "k-NN (tuned k, weights)": knn,
-    }
+    models = {}
     if args.device == "auto":
         # Its default stages compute where the data are.
-        models = {
-            "ResidualStageRegressor()": ResidualStageRegressor(
-                random_state=args.random_state
+        models["ResidualStageRegressor()"] = ResidualStageRegressor(
+            random_state=args.random_state
+        )
+    models.update(
+        {
+            "NWAttentionRegressor": NWAttentionRegressor(head_dim=args.head_dim, **nw),
+            f"MultiHeadNW ({args.n_heads} heads)": MultiHeadNWRegressor(
+                n_heads=args.n_heads, **nw
             ),
-            **models,
+            "HeadAllocator()": HeadAllocator(MultiHeadNWRegressor(**nw)),
+            "k-NN (tuned k, weights)": knn,
         }
+    )
     print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
     if text:
         print(f"categorical features: {', '.join(text)}", file=out)

@@ -181,8 +181,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         categorical = getattr(first, "categorical_features", None)
         X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
         if self.estimator is None:
-            # One head with members on small tables: a fit's random draws
-            # move a small table's error by several per cent.
+            # One head with members on small tables, whose error a fit's
+            # random draws move most; the members average the draws out.
             first.set_params(n_members=default_members(_num_samples(X)))
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         first.fit(X, y, **fit_params)
@@ -200,16 +200,17 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         rows = _finite_rows(residuals, xp=xp)
         host_rows = to_host(rows)
         target = xp.take(residuals, rows, axis=0)
-        weights = np.ones(host_rows.shape[0])
-        if sample_weight is not None:
-            weights = _host_weights(sample_weight)[host_rows]
-        weights = weights * residual_weights(to_numpy(target), weights > 0)
-        weights = xp.asarray(weights, dtype=target.dtype, device=device(target))
-        if sample_weight is None and not has_fit_parameter(second, "sample_weight"):
-            # A second stage without weights (a pipeline) learns every row alike.
-            second.fit(_rows(X, host_rows), target)
-        else:
-            second.fit(_rows(X, host_rows), target, sample_weight=weights)
+        fit_params = {}
+        # A second stage without weights (a pipeline) learns every row alike.
+        if sample_weight is not None or has_fit_parameter(second, "sample_weight"):
+            weights = np.ones(host_rows.shape[0])
+            if sample_weight is not None:
+                weights = _host_weights(sample_weight)[host_rows]
+            weights = weights * residual_weights(to_numpy(target), weights > 0)
+            fit_params["sample_weight"] = xp.asarray(
+                weights, dtype=target.dtype, device=device(target)
+            )
+        second.fit(_rows(X, host_rows), target, **fit_params)
         self._fit_where = where(X)
         self._table = mask is not None
         self.estimator_ = first
