@@ -225,6 +225,9 @@ class BaseNWRegressor(
         self.calibration_rows_ = self.predictor_.to_model(
             calibration.rows[calibration.calibration]
         )
+        self.calibration_residuals_ = self.predictor_.output(
+            calibration.held_out_residuals()
+        )
         self._set_diagnostics(fitted)
         return self
 

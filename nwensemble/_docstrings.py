@@ -221,6 +221,11 @@ calibration_rows_ : array of int
     were any, else every row with a leave-one-out prediction and positive
     weight.
 
+calibration_residuals_ : array of shape (n_calibration,) or (n_calibration, n_outputs)
+    The residuals ``y - leave-one-out estimate`` of ``calibration_rows_``
+    (in their order) that calibrate :meth:`predict_interval`: with
+    members, each row's estimate from the members that held it out alone.
+
 predictor_ : NWPredictor
     The fitted state that prediction reads (projected training rows,
     targets, weights, head weights, noise level, the radius-search index

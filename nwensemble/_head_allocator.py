@@ -148,7 +148,8 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         diagnostics as its own attributes: ``components_``, ``hdi_``,
         ``bvc_decomposition_``, ``head_weights_``, ``head_correlation_``,
         ``subspace_similarity_``, ``principal_angles_``, ``diversity_``,
-        ``loo_prediction_``, ``calibration_rows_``, ``n_support_fallback_``,
+        ``loo_prediction_``, ``calibration_rows_``,
+        ``calibration_residuals_``, ``n_support_fallback_``,
         ``duplicate_weight_``, ``is_categorical_``, ``categories_``,
         ``infrequent_categories_``, ``embeddings_``,
         ``missing_embeddings_``, ``n_iter_`` and ``loss_curve_``.

@@ -98,10 +98,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         ``loo_prediction_``), in the fitted arrays' namespace.
 
     interval_residuals_ : array of shape (n_calibration,) or (n_calibration, n_outputs)
-        The sum's leave-one-out residuals ``r_i - f_2,-i(x_i)`` on the rows
-        the second stage held out of its projection's fit (all its rows when
-        it held none out), which calibrate :meth:`predict_interval`; None
-        for a second stage without ``loo_prediction_``.
+        The sum's leave-one-out residuals, which calibrate
+        :meth:`predict_interval`: on each row of the first stage's
+        ``calibration_rows_`` that the second stage learned, the first
+        stage's residual there (``calibration_residuals_``: with members,
+        from the members that held the row out) less the second stage's
+        left-out estimate. None for stages without those attributes.
 
     n_features_in_ : int
         Number of features seen during fit.
@@ -216,7 +218,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.estimator_ = first
         self.residual_estimator_ = second
         self.residual_rows_ = rows
-        self.interval_residuals_ = _held_out_residuals(second, target)
+        self.interval_residuals_ = _sum_residuals(first, second, host_rows)
         return self
 
     def predict(self, X):
@@ -243,9 +245,10 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
         The bounds are the prediction minus and plus a quantile of
         ``interval_residuals_``, the sum's leave-one-out residuals on the
-        rows that the second stage held out of its projection's fit (the
-        jackknife, Barber et al. 2021): one width for every query, from
-        rows that neither stage's estimate saw (see :ref:`residual_stage`).
+        rows that calibrate the first stage's own intervals (the jackknife,
+        Barber et al. 2021): one width for every query, from both stages'
+        left-out estimates, on rows that the first stage's projections were
+        not fitted to where it held rows out (see :ref:`residual_stage`).
 
         Parameters
         ----------
@@ -266,10 +269,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         alpha = interval_alpha(confidence_level)
         check_is_fitted(self)
         if self.interval_residuals_ is None:
+            stage, needs = self.residual_estimator_, "loo_prediction_"
+            if not hasattr(self.estimator_, "calibration_residuals_"):
+                stage, needs = self.estimator_, "calibration_residuals_"
             raise AttributeError(
-                "predict_interval needs a second stage that sets "
-                "loo_prediction_ and calibration_rows_ (one of this library's "
-                f"estimators); {type(self.residual_estimator_).__name__} does not."
+                f"predict_interval needs stages of this library's estimators: "
+                f"{type(stage).__name__} does not set {needs}."
             )
         Y_hat = self.predict(X)
         return Y_hat, absolute_residual_bounds(Y_hat, self.interval_residuals_, alpha)
@@ -302,18 +307,28 @@ def _host_weights(sample_weight):
     return np.asarray(sample_weight, dtype=np.float64)
 
 
-def _held_out_residuals(second, target):
-    """The sum's leave-one-out residuals ``target - second's left-out
-    estimate`` on the rows the second stage held out of its projection's
-    fit (all of its rows when it held none out); None for a second stage
-    without those attributes."""
+def _sum_residuals(first, second, rows):
+    """The sum's leave-one-out residuals on the rows that calibrate the
+    first stage's intervals and that the second stage learned (``rows``,
+    host ints: the training rows of the second stage, in its order): the
+    first stage's residual there (from the members that held the row out)
+    less the second stage's left-out estimate. None for stages without
+    those attributes."""
+    calibrating = getattr(first, "calibration_rows_", None)
+    first_residuals = getattr(first, "calibration_residuals_", None)
     loo = getattr(second, "loo_prediction_", None)
-    rows = getattr(second, "calibration_rows_", None)
-    if loo is None or rows is None:
+    if calibrating is None or first_residuals is None or loo is None:
         return None
     xp, _ = get_namespace(loo)
-    index = xp.asarray(rows, device=device(loo))
-    residuals = xp.take(xp.reshape(target, loo.shape) - loo, index, axis=0)
+    calibrating = to_host(calibrating)
+    learned = np.flatnonzero(np.isin(calibrating, rows))
+    positions = np.searchsorted(rows, calibrating[learned])
+    dev = device(loo)
+    residuals = xp.take(
+        xp.asarray(first_residuals, dtype=loo.dtype, device=dev),
+        xp.asarray(learned, device=dev),
+        axis=0,
+    ) - xp.take(loo, xp.asarray(positions, device=dev), axis=0)
     return xp.take(residuals, _finite_rows(residuals, xp=xp), axis=0)
 
 

@@ -108,6 +108,11 @@ def test_calibration_rows_are_the_held_out_rows_when_there_are_any():
     assert held.calibration_rows_.shape[0] == 30  # validation_fraction=0.1
     plain = NWAttentionRegressor(early_stopping=False, random_state=0).fit(X, y)
     assert_allclose(plain.calibration_rows_, np.arange(300))
+    # One member: the residuals are those of the leave-one-out predictions.
+    for model in (held, plain):
+        rows = model.calibration_rows_
+        expected = y[rows] - model.loo_prediction_[rows]
+        assert_allclose(model.calibration_residuals_, expected, rtol=1e-12)
 
 
 def test_members_calibrate_on_the_rows_some_member_held_out():
@@ -174,6 +179,7 @@ def test_members_jackknife_plus_matches_refits_of_the_members_that_held_out():
         at_i = sum(
             w[h] * left_out(Z_h[i : i + 1], Z_h, i) for h, (_, Z_h) in enumerate(heads)
         )
+        assert_allclose(model.calibration_residuals_[len(lows)], y[i] - at_i[0])
         r = abs(y[i] - at_i[0])
         lows.append(mu - r)
         highs.append(mu + r)

@@ -183,13 +183,21 @@ def test_several_outputs(friedman):
     assert np.all(bounds[..., 0] < pred) and np.all(pred < bounds[..., 1])
 
 
-def test_intervals_add_a_quantile_of_the_held_out_residuals_of_the_sum(friedman):
+def test_intervals_add_a_quantile_of_the_sums_residuals_where_the_first_calibrates(
+    friedman,
+):
+    """The sum's residual on a row that calibrates the first stage: the first
+    stage's residual there (its members that held the row out) less the
+    second stage's left-out estimate."""
     X, y = friedman
     model = ResidualStageRegressor(random_state=0).fit(X, y)
-    second = model.residual_estimator_
-    target = y - model.estimator_.loo_prediction_
-    held = second.calibration_rows_
-    residuals = (target - second.loo_prediction_)[held]
+    first, second = model.estimator_, model.residual_estimator_
+    rows = first.calibration_rows_
+    assert first.n_members > 1 and len(rows) < len(y)  # members held rows out
+    # Not the residuals of the whole ensemble's leave-one-out predictions.
+    loo_residuals = y[rows] - first.loo_prediction_[rows]
+    assert not np.allclose(first.calibration_residuals_, loo_residuals)
+    residuals = first.calibration_residuals_ - second.loo_prediction_[rows]
     assert_allclose(model.interval_residuals_, residuals, rtol=1e-12)
     pred, bounds = model.predict_interval(X[:6], confidence_level=0.8)
     n = len(residuals)
@@ -201,8 +209,8 @@ def test_intervals_add_a_quantile_of_the_held_out_residuals_of_the_sum(friedman)
 
 def test_intervals_cover_new_rows():
     """About 90 % of new targets fall in the 90 % intervals (three draws
-    of 1000 rows, each calibrating on the 80 rows the second stage held
-    out)."""
+    of 1000 rows, each calibrating on the rows some member of the first
+    stage held out, about a third)."""
     from sklearn.datasets import make_friedman1
 
     covered = []
@@ -231,6 +239,25 @@ def test_a_second_stage_without_leave_one_out_has_no_intervals(friedman):
     assert model.interval_residuals_ is None
     assert model.predict(X[:3]).shape == (3,)
     with pytest.raises(AttributeError, match="Ridge does not"):
+        model.predict_interval(X[:3])
+
+
+class _WithoutCalibration(NWAttentionRegressor):
+    """A first stage with leave-one-out predictions but no calibration."""
+
+    def fit(self, X, y, sample_weight=None):
+        super().fit(X, y, sample_weight=sample_weight)
+        del self.calibration_residuals_
+        return self
+
+
+def test_a_first_stage_without_calibration_residuals_has_no_intervals(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(_WithoutCalibration(max_iter=5)).fit(X, y)
+    assert model.interval_residuals_ is None
+    with pytest.raises(
+        AttributeError, match="_WithoutCalibration does not set calibration_residuals_"
+    ):
         model.predict_interval(X[:3])
 
 

@@ -47,6 +47,13 @@ class Calibration:
     calibration: np.ndarray
     head_weights: Optional[np.ndarray] = None
 
+    def held_out_residuals(self):
+        """The residuals of the calibration rows (c, t), in the model's
+        namespace."""
+        xp, dev = namespace_of(self.residuals)
+        positions = xp.asarray(self.calibration, device=dev)
+        return xp.take(self.residuals, positions, axis=0)
+
 
 def interval_alpha(confidence_level, method=METHODS[0]):
     """``1 - confidence_level``, after checking both arguments."""
