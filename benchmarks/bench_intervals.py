@@ -14,6 +14,9 @@ for the folds and the models), for 90% intervals:
 * ``ours (4 members)`` (``--models`` adds it): the same with
   ``n_members=4``, which calibrates on the rows some member held out, each
   with the heads of the members that held it out;
+* ``ResidualStage`` (``--models`` adds it): ``ResidualStageRegressor()``,
+  both methods, calibrated on the sum's leave-one-out residuals at the
+  first stage's calibration rows;
 * MAPIE's ``CrossConformalRegressor`` (CV+, 5 folds) around
   ``HistGradientBoostingRegressor`` and around a scaled
   ``KNeighborsRegressor``.
@@ -46,7 +49,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from tabular import load_sets
 
-from nwensemble import MultiHeadNWRegressor
+from nwensemble import MultiHeadNWRegressor, ResidualStageRegressor
 
 CONFIDENCE = 0.9
 
@@ -61,13 +64,14 @@ def synthetic_sets(n=1500):
     yield "heteroscedastic (noise 0.2 to 2.2)", X, y, ""
 
 
-def ours(**params):
-    """A fit of ``MultiHeadNWRegressor(**params)`` (the defaults when
-    empty); both methods' bounds from it, keyed by method."""
+def ours(model_class=MultiHeadNWRegressor, **params):
+    """A fit of ``model_class(**params)`` (the defaults when empty); both
+    methods' bounds from it, keyed by method, and its calibration rows when
+    they are fewer than the training rows (else 0)."""
 
     def run(Xtr, ytr, Xte, seed):
         start = time.perf_counter()
-        model = MultiHeadNWRegressor(random_state=seed, **params).fit(Xtr, ytr)
+        model = model_class(random_state=seed, **params).fit(Xtr, ytr)
         fit_time = time.perf_counter() - start
         bounds = {
             method: model.predict_interval(
@@ -75,8 +79,11 @@ def ours(**params):
             )[1]
             for method in ("jackknife+", "adaptive")
         }
-        held = model.calibration_rows_.shape[0] < Xtr.shape[0]
-        return bounds, fit_time, model.calibration_rows_.shape[0] if held else 0
+        rows = getattr(model, "interval_residuals_", None)
+        if rows is None:
+            rows = model.calibration_rows_
+        n_cal = rows.shape[0]
+        return bounds, fit_time, n_cal if n_cal < Xtr.shape[0] else 0
 
     return run
 
@@ -103,6 +110,7 @@ def mapie_cv_plus(make_estimator):
 MODELS = {
     "ours": ours(),
     "ours (4 members)": ours(n_members=4),
+    "ResidualStage": ours(ResidualStageRegressor),
     "MAPIE HGB": mapie_cv_plus(lambda: HistGradientBoostingRegressor(random_state=0)),
     "MAPIE kNN": mapie_cv_plus(
         lambda: make_pipeline(StandardScaler(), KNeighborsRegressor())
@@ -193,7 +201,7 @@ def main():
                     f"{row[3]:9.4g}  fit {row[4]:7.2f} s",
                     flush=True,
                 )
-            if model.startswith("ours"):
+            if model.startswith("ours") or model == "ResidualStage":
                 print(
                     f"  {'':20s} calibration rows held out of the projection's "
                     f"fit: median {int(np.median(n_cal))} (0: none held out)"

@@ -399,6 +399,17 @@ class BaseNWRegressor(
         Y_hat, bounds = self.predictor_.predict_interval(X, alpha=alpha, method=method)
         return back(Y_hat), back(bounds)
 
+    def _local_error_scale(self, X):
+        """The local error scale by which ``predict_interval(method=
+        'adaptive')`` divides a calibration row's residual and multiplies the
+        quantile at ``X``: at ``X`` and at ``calibration_rows_`` (for another
+        stage that calibrates on those rows, see ``ResidualStageRegressor``).
+        """
+        back = self._like_input(X)
+        X = self._check_predict_input(X, "predict_interval")
+        at_queries, at_rows = self.predictor_.local_error_scale(X)
+        return back(at_queries), back(at_rows)
+
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.
 

@@ -63,6 +63,12 @@ class ChosenModelMixin(WrapperMixin):
             X, confidence_level=confidence_level, method=method
         )
 
+    def _local_error_scale(self, X):
+        """The chosen model's local error scale at ``X`` and at its
+        calibration rows (see ``BaseNWRegressor._local_error_scale``)."""
+        X = self._check_query(X, "predict_interval")
+        return self.best_estimator_._local_error_scale(X)
+
     def _check_query(self, X, method):
         """Validated query rows for the refitted best estimator."""
         check_is_fitted(self)

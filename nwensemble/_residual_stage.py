@@ -218,7 +218,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.estimator_ = first
         self.residual_estimator_ = second
         self.residual_rows_ = rows
-        self.interval_residuals_ = _sum_residuals(first, second, host_rows)
+        self.interval_residuals_, self._interval_positions = _sum_residuals(
+            first, second, host_rows
+        )
         return self
 
     def predict(self, X):
@@ -234,21 +236,24 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
             Predicted values, in the namespace of the first stage's.
         """
-        X = self._validated_query(X, "predict")
+        return self._sum(self._validated_query(X, "predict"))
+
+    def _sum(self, X):
+        """The stages' predictions added, for validated query rows."""
         first = self.estimator_.predict(X)
         xp, _ = get_namespace(first)
         second = xp.asarray(self.residual_estimator_.predict(X), dtype=first.dtype)
         return first + xp.reshape(second, first.shape)
 
-    def predict_interval(self, X, *, confidence_level=0.9):
+    def predict_interval(self, X, *, confidence_level=0.9, method="jackknife+"):
         """Predict with conformal intervals for the sum of the stages.
 
         The bounds are the prediction minus and plus a quantile of
         ``interval_residuals_``, the sum's leave-one-out residuals on the
         rows that calibrate the first stage's own intervals (the jackknife,
-        Barber et al. 2021): one width for every query, from both stages'
-        left-out estimates, on rows that the first stage's projections were
-        not fitted to where it held rows out (see :ref:`residual_stage`).
+        Barber et al. 2021), from both stages' left-out estimates, on rows
+        that the first stage's projections were not fitted to where it held
+        rows out (see :ref:`residual_stage`).
 
         Parameters
         ----------
@@ -257,6 +262,13 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         confidence_level : float, default=0.9
             Target probability that the interval holds a new target, in
             (0, 1).
+        method : {'jackknife+', 'adaptive'}, default='jackknife+'
+            ``'jackknife+'``: one width for every query (the sum has no
+            leave-one-out models to spread it; the name is the estimators').
+            ``'adaptive'``: each residual is first divided by the first
+            stage's local error scale at its row and the quantile multiplied
+            by that at ``X`` (the scale of the first stage's own adaptive
+            intervals), so that intervals widen where the data are noisy.
 
         Returns
         -------
@@ -266,7 +278,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             Lower and upper bounds (infinite, with a warning, when too few
             rows calibrate for ``confidence_level``).
         """
-        alpha = interval_alpha(confidence_level)
+        alpha = interval_alpha(confidence_level, method)
         check_is_fitted(self)
         if self.interval_residuals_ is None:
             stage, needs = self.residual_estimator_, "loo_prediction_"
@@ -276,8 +288,18 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 f"predict_interval needs stages of this library's estimators: "
                 f"{type(stage).__name__} does not set {needs}."
             )
-        Y_hat = self.predict(X)
-        return Y_hat, absolute_residual_bounds(Y_hat, self.interval_residuals_, alpha)
+        X = self._validated_query(X, "predict_interval")
+        Y_hat = self._sum(X)
+        residuals = self.interval_residuals_
+        if method == "jackknife+":
+            return Y_hat, absolute_residual_bounds(Y_hat, residuals, alpha)
+        at_queries, at_rows = self.estimator_._local_error_scale(X)
+        xp, _ = get_namespace(Y_hat)
+        at_residuals = xp.take(at_rows, self._interval_positions, axis=0)
+        units = absolute_residual_bounds(
+            xp.zeros_like(Y_hat), residuals / at_residuals, alpha
+        )
+        return Y_hat, Y_hat[..., None] + units * at_queries[..., None]
 
 
 def residual_weights(residuals, rows):
@@ -312,13 +334,14 @@ def _sum_residuals(first, second, rows):
     first stage's intervals and that the second stage learned (``rows``,
     host ints: the training rows of the second stage, in its order): the
     first stage's residual there (from the members that held the row out)
-    less the second stage's left-out estimate. None for stages without
-    those attributes."""
+    less the second stage's left-out estimate; and the rows' positions in
+    the first stage's ``calibration_rows_``, in the second stage's
+    namespace. None, None for stages without those attributes."""
     calibrating = getattr(first, "calibration_rows_", None)
     first_residuals = getattr(first, "calibration_residuals_", None)
     loo = getattr(second, "loo_prediction_", None)
     if calibrating is None or first_residuals is None or loo is None:
-        return None
+        return None, None
     xp, _ = get_namespace(loo)
     calibrating = to_host(calibrating)
     learned = np.flatnonzero(np.isin(calibrating, rows))
@@ -329,7 +352,9 @@ def _sum_residuals(first, second, rows):
         xp.asarray(learned, device=dev),
         axis=0,
     ) - xp.take(loo, xp.asarray(positions, device=dev), axis=0)
-    return xp.take(residuals, _finite_rows(residuals, xp=xp), axis=0)
+    finite = _finite_rows(residuals, xp=xp)
+    learned = xp.asarray(learned[to_host(finite)], device=dev)
+    return xp.take(residuals, finite, axis=0), learned
 
 
 def _finite_rows(residuals, *, xp):

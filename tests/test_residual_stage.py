@@ -178,9 +178,10 @@ def test_several_outputs(friedman):
     Y = np.column_stack([y, -2.0 * y])
     model = ResidualStageRegressor(random_state=0).fit(X, Y)
     assert model.predict(X[:4]).shape == (4, 2)
-    pred, bounds = model.predict_interval(X[:4])
-    assert pred.shape == (4, 2) and bounds.shape == (4, 2, 2)
-    assert np.all(bounds[..., 0] < pred) and np.all(pred < bounds[..., 1])
+    for method in ("jackknife+", "adaptive"):
+        pred, bounds = model.predict_interval(X[:4], method=method)
+        assert pred.shape == (4, 2) and bounds.shape == (4, 2, 2)
+        assert np.all(bounds[..., 0] < pred) and np.all(pred < bounds[..., 1])
 
 
 def test_intervals_add_a_quantile_of_the_sums_residuals_where_the_first_calibrates(
@@ -205,6 +206,56 @@ def test_intervals_add_a_quantile_of_the_sums_residuals_where_the_first_calibrat
     q = np.sort(np.abs(residuals))[n - k]
     assert_allclose(pred, model.predict(X[:6]), rtol=1e-12)
     assert_allclose(bounds, np.stack([pred - q, pred + q], axis=-1), rtol=1e-12)
+
+
+def test_adaptive_intervals_scale_the_residuals_by_the_first_stages_local_error(
+    friedman,
+):
+    """Each residual divided by the first stage's local error scale at its
+    row, the quantile multiplied by that at the query."""
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    at_queries, at_rows = model.estimator_._local_error_scale(X[:6])
+    # Every calibration row of the first stage has a residual here.
+    assert len(at_rows) == len(model.interval_residuals_)
+    units = np.abs(model.interval_residuals_) / at_rows
+    n = len(units)
+    k = int(np.floor(0.2 * (n + 1)))
+    q = np.sort(units)[n - k]
+    pred, bounds = model.predict_interval(
+        X[:6], confidence_level=0.8, method="adaptive"
+    )
+    assert_allclose(pred, model.predict(X[:6]), rtol=1e-12)
+    expected = np.stack([pred - q * at_queries, pred + q * at_queries], axis=-1)
+    assert_allclose(bounds, expected, rtol=1e-12)
+
+
+def test_adaptive_intervals_widen_where_the_noise_is_large():
+    """The noise grows elevenfold along the first feature: the adaptive
+    intervals follow it and cover about 90 % of new rows, where one width
+    for all covers the noisy end far less."""
+    rng = np.random.default_rng(0)
+
+    def draw(n):
+        X = rng.uniform(size=(n, 3))
+        noise = (0.2 + 2.0 * X[:, 0]) * rng.standard_normal(n)
+        return X, 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 5 * X[:, 2] + noise
+
+    X, y = draw(1000)
+    X_new, y_new = draw(3000)
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    noisy = X_new[:, 0] > 0.8
+    covered = {}
+    for method in ("jackknife+", "adaptive"):
+        _, bounds = model.predict_interval(X_new, method=method)
+        inside = (bounds[:, 0] <= y_new) & (y_new <= bounds[:, 1])
+        covered[method] = inside.mean(), inside[noisy].mean()
+        width = bounds[:, 1] - bounds[:, 0]
+    assert width[noisy].mean() > 2 * width[X_new[:, 0] < 0.2].mean()
+    assert 0.85 < covered["adaptive"][0] < 0.95
+    assert covered["adaptive"][1] > covered["jackknife+"][1] + 0.05
+    with pytest.raises(ValueError, match="method must be one of"):
+        model.predict_interval(X_new[:2], method="cv+")
 
 
 def test_intervals_cover_new_rows():
@@ -295,6 +346,10 @@ def test_the_allocator_as_first_stage(friedman):
     model = ResidualStageRegressor(first, random_state=0).fit(X, y)
     assert model.estimator_.n_heads_ * model.estimator_.head_dim_ <= 4
     assert model.predict(X[:3]).shape == (3,)
+    # The chosen model's calibration and local error scale serve the sum's.
+    for method in ("jackknife+", "adaptive"):
+        pred, bounds = model.predict_interval(X[:3], method=method)
+        assert np.all(bounds[:, 0] < pred) and np.all(pred < bounds[:, 1])
 
 
 def test_a_first_stage_without_leave_one_out_predictions_is_refused(friedman):
@@ -315,6 +370,10 @@ def test_same_fit_under_namespaces(ns, friedman):
         rows = ns.check_output(model.residual_rows_)
         _, bounds = model.predict_interval(ns.asarray(X[:9]))
         bounds = ns.check_output(bounds)
+        _, adaptive = model.predict_interval(ns.asarray(X[:9]), method="adaptive")
+        adaptive = ns.check_output(adaptive)
     assert_allclose(pred, ref.predict(X[:9]), rtol=1e-9)
     assert_allclose(rows, ref.residual_rows_)
     assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-9)
+    expected = ref.predict_interval(X[:9], method="adaptive")[1]
+    assert_allclose(adaptive, expected, rtol=1e-9)

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import sparse
 
 from nwensemble._predict.bvc import bvc_parts
-from nwensemble._predict.intervals import predict_interval
+from nwensemble._predict.intervals import local_scale, predict_interval
 from nwensemble._shared.backend import fill_masked, move_to, namespace_of, to_numpy
 from nwensemble._shared.conditional_fill import fill_missing
 from nwensemble._shared.design import project
@@ -124,6 +124,18 @@ class NWPredictor:
         # The copies' blend moves the prediction and both bounds with it.
         Y_hat = self._blend_copies(mu, self._copies(X))
         return self.output(Y_hat), self.output(Y_hat[..., None] + offsets)
+
+    def local_error_scale(self, X):
+        """The local error scale of the adaptive intervals (see
+        ``intervals.local_scale``) at the queries ``X`` and at the
+        calibration rows (each left out of its own), shaped as the fitted
+        target."""
+        xp, dev = namespace_of(self.keys.Z)
+        positions = xp.asarray(self.combination.calibration.calibration, device=dev)
+        at_queries, at_rows = local_scale(
+            self.keys, self.combination, self.project(X), positions
+        )
+        return self.output(at_queries), self.output(at_rows)
 
     def bvc(self, Z, Y, weights, *, n_resamples, rng, n_jobs=None, F=None):
         """The bias-variance-covariance parts of the heads on projected rows
