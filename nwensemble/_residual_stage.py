@@ -263,8 +263,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             Target probability that the interval holds a new target, in
             (0, 1).
         method : {'jackknife+', 'adaptive'}, default='jackknife+'
-            ``'jackknife+'``: one width for every query (the sum has no
-            leave-one-out models to spread it; the name is the estimators').
+            ``'jackknife+'``: one width for every query (the jackknife: the
+            sum has no leave-one-out models whose spread would vary it).
             ``'adaptive'``: each residual is first divided by the first
             stage's local error scale at its row and the quantile multiplied
             by that at ``X`` (the scale of the first stage's own adaptive
