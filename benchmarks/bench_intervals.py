@@ -196,14 +196,14 @@ def main():
                 # A 5-fold run's coverage spreads this much from split to split.
                 runs = np.reshape(cover[method], (args.repeats, -1)).mean(axis=1)
                 print(
-                    f"  {label:20s} coverage {row[2]:.3f} (5-fold runs "
+                    f"  {label:26s} coverage {row[2]:.3f} (5-fold runs "
                     f"{' '.join(f'{c:.3f}' for c in runs)})  width "
                     f"{row[3]:9.4g}  fit {row[4]:7.2f} s",
                     flush=True,
                 )
             if model.startswith("ours") or model == "ResidualStage":
                 print(
-                    f"  {'':20s} calibration rows held out of the projection's "
+                    f"  {'':26s} calibration rows held out of the projection's "
                     f"fit: median {int(np.median(n_cal))} (0: none held out)"
                 )
     if args.markdown:
