@@ -90,7 +90,6 @@ class Unweighted(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         self.estimator_ = clone(self.estimator).fit(X, y)
         self.loo_prediction_ = self.estimator_.loo_prediction_
-        self.calibration_rows_ = self.estimator_.calibration_rows_
         return self
 
     def predict(self, X):

@@ -344,17 +344,18 @@ def _sum_residuals(first, second, rows):
         return None, None
     xp, _ = get_namespace(loo)
     calibrating = to_host(calibrating)
-    learned = np.flatnonzero(np.isin(calibrating, rows))
-    positions = np.searchsorted(rows, calibrating[learned])
+    # Positions among the first stage's calibration rows and the second's.
+    in_first = np.flatnonzero(np.isin(calibrating, rows))
+    in_second = np.searchsorted(rows, calibrating[in_first])
     dev = device(loo)
     residuals = xp.take(
         xp.asarray(first_residuals, dtype=loo.dtype, device=dev),
-        xp.asarray(learned, device=dev),
+        xp.asarray(in_first, device=dev),
         axis=0,
-    ) - xp.take(loo, xp.asarray(positions, device=dev), axis=0)
+    ) - xp.take(loo, xp.asarray(in_second, device=dev), axis=0)
     finite = _finite_rows(residuals, xp=xp)
-    learned = xp.asarray(learned[to_host(finite)], device=dev)
-    return xp.take(residuals, finite, axis=0), learned
+    kept = xp.asarray(in_first[to_host(finite)], device=dev)
+    return xp.take(residuals, finite, axis=0), kept
 
 
 def _finite_rows(residuals, *, xp):

@@ -133,7 +133,7 @@ def predict_interval(keys, combination, Q, *, alpha, method):
     alpha_h = combination.head_weights
     pos = xp.asarray(cal.calibration, device=dev)
     cal_rows = xp.asarray(cal.rows[cal.calibration], device=dev)
-    R = xp.abs(xp.take(cal.residuals, pos, axis=0))  # (c, t)
+    R = xp.abs(cal.held_out_residuals())  # (c, t)
     n_cal = R.shape[0]
     k = conformal_rank(n_cal, alpha)
     if too_few_to_bound(n_cal, alpha):
