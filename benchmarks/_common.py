@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 from sklearn.model_selection import KFold
@@ -132,20 +133,30 @@ def fit_variants(make, X, y, folds, variants):
     return rmse, fit_s
 
 
-def lever_runs(sets, models, variants, *, min_rows, n_folds):
+def lever_runs(sets, models, variants, *, min_rows, n_folds, seeds=(0,)):
     """``fit_variants`` on every set of ``sets`` (``(name, X, y, folds,
     how)``, as ``bench_accuracy.numeric_sets`` yields them) with at least
     ``min_rows`` rows, its first ``n_folds`` folds, for every model of
-    ``models`` (name -> estimator class, fitted with ``random_state=0``).
-    Yields ``(set name, model name, mean RMSE, median fit seconds)``, the
-    last two dicts by variant."""
+    ``models`` (name -> estimator class, fitted with ``random_state`` each
+    of ``seeds``). Yields ``(set name, model name, mean RMSE, median fit
+    seconds)``, the last two dicts by variant, over folds and seeds."""
     for name, X, y, folds, _ in sets:
         if X.shape[0] < min_rows:
             continue
         for model_name, Estimator in models.items():
-            rmse, fit_s = fit_variants(
-                lambda: Estimator(random_state=0), X, y, folds[:n_folds], variants
-            )
+            rmse = {v: [] for v in variants}
+            fit_s = {v: [] for v in variants}
+            for seed in seeds:
+                seed_rmse, seed_fit_s = fit_variants(
+                    partial(Estimator, random_state=seed),
+                    X,
+                    y,
+                    folds[:n_folds],
+                    variants,
+                )
+                for v in variants:
+                    rmse[v] += seed_rmse[v]
+                    fit_s[v] += seed_fit_s[v]
             yield (
                 name,
                 model_name,

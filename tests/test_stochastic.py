@@ -1,5 +1,6 @@
 """The minibatch Adam solver: it learns, stops early, runs in every namespace."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -204,3 +205,42 @@ def test_adam_without_early_stopping_runs_every_epoch(data):
     last = kept[-1] / np.linalg.norm(kept[-1])
     fitted = model.components_ / np.linalg.norm(model.components_)
     assert_allclose(np.abs(np.sum(last * fitted)), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "Estimator, params, rate",
+    [
+        (MultiHeadNWRegressor, dict(n_heads=2, head_dim=2), 0.04),  # auto: random
+        (MultiHeadNWRegressor, dict(n_heads=2, head_dim=2, init="pca"), 0.02),
+        (NWAttentionRegressor, dict(head_dim=2, init="random"), 0.04),
+        (NWAttentionRegressor, dict(head_dim=2), 0.02),  # auto: pca
+    ],
+)
+def test_adam_steps_further_from_a_random_start(Estimator, params, rate):
+    """Adam's first step moves every entry by its learning rate (``m / sqrt(v)``
+    is the gradient's sign): 0.04 of the start's root-mean-square entry from
+    random directions, 0.02 from the searched starts."""
+    import array_api_compat.numpy as xnp
+
+    from nwensemble._fit.adam import fit_adam
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 5))
+    y = X[:, 0] + 0.5 * X[:, 1] ** 2
+    seen = []
+    config = Estimator(
+        solver="adam", max_iter=1, batch_size=1000, early_stopping=False, **params
+    )._fit_config()
+    config = dataclasses.replace(config, callback=lambda W, n_iter: seen.append(W))
+    W0 = rng.standard_normal((5, config.n_heads * 2))
+    fit_adam(
+        config,
+        W0,
+        xnp.asarray(X),
+        xnp.asarray(y[:, None]),
+        xnp.full(300, 1.0 / 300),
+        rng=np.random.default_rng(0),
+        xp=xnp,
+    )
+    step = np.abs(seen[0] - W0) / np.sqrt(np.mean(W0**2))
+    assert_allclose(np.median(step), rate, rtol=1e-3)

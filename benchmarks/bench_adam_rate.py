@@ -1,0 +1,163 @@
+"""A lever for issues 33 and 34, measured: the size of Adam's steps from a
+random start.
+
+Adam's step is a multiple of the root-mean-square entry of the starting
+projection (``_fit/adam.py``): ``_LEARNING_RATE`` from the searched starts
+(principal axes, the features), ``_RANDOM_START_LEARNING_RATE`` from random
+directions, which is where ``MultiHeadNWRegressor()`` starts its heads. This
+script fits ``--models`` with the random start's rate set to each of
+``--rates`` in turn on each fold, on the numeric tables of
+``../shared/data`` whose default multi-head fits take Adam (at least
+``--min-rows`` rows), with the folds of ``bench_accuracy.py`` (by patient,
+by time block, shuffled elsewhere), the first ``--folds`` of them, once per
+``--seeds`` (the models' ``random_state``). Prints per set the mean test
+RMSE and the median fit time of each rate, their ratios to the first rate,
+and HistGradientBoosting's median fit time on the same folds; then the
+geometric means over the sets. ``--friedman`` runs exchangeable synthetic
+rows instead: Friedman #1 with 9 features (the data of
+``bench_fit_time.py``'s solver section, 10 000 test rows) at 3 000, 5 000
+and 10 000 training rows, ``MultiHeadNWRegressor(solver='adam')`` once per
+seed and rate.
+
+This is a measurement script: it patches the private Adam module.
+
+Run: ``python benchmarks/bench_adam_rate.py [--rates 0.02 0.04 0.08]
+[--folds 3] [--seeds 0 1] [--models MultiHeadNW] [--friedman]``
+"""
+
+import argparse
+import os
+import sys
+import time
+from unittest import mock
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from _common import cpu_line, lever_runs  # noqa: E402
+from bench_accuracy import numeric_sets  # noqa: E402
+from sklearn.datasets import make_friedman1  # noqa: E402
+from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: E402
+
+import nwensemble._fit.adam as adam  # noqa: E402
+from nwensemble import HeadAllocator, MultiHeadNWRegressor  # noqa: E402
+
+MODELS = {"MultiHeadNW": MultiHeadNWRegressor, "HeadAllocator": HeadAllocator}
+
+
+def rate_variants(rates):
+    """Variant name -> context manager factory setting the random start's rate."""
+    return {
+        f"{rate:g}": (
+            lambda rate=rate: mock.patch.object(
+                adam, "_RANDOM_START_LEARNING_RATE", rate
+            )
+        )
+        for rate in rates
+    }
+
+
+def hgb_seconds(X, y, folds):
+    """Median fit seconds of ``HistGradientBoostingRegressor()`` on ``folds``."""
+    times = []
+    for train, _ in folds:
+        start = time.perf_counter()
+        HistGradientBoostingRegressor(random_state=0).fit(X[train], y[train])
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def friedman_runs(variants, seeds):
+    """Test RMSE and fit seconds of ``MultiHeadNWRegressor(solver='adam')``
+    per size, seed and variant on Friedman #1; prints a line per size and
+    seed and the geometric mean of each variant's RMSE ratio to the first."""
+    X, y = make_friedman1(n_samples=50_000, n_features=9, noise=1.0, random_state=1)
+    Xte, yte = X[40_000:], y[40_000:]
+    names = list(variants)
+    ratios = {v: [] for v in names}
+    for n in (3_000, 5_000, 10_000):
+        for seed in seeds:
+            rmse, cells = {}, []
+            for v, setting in variants.items():
+                with setting():
+                    model = MultiHeadNWRegressor(solver="adam", random_state=seed)
+                    start = time.perf_counter()
+                    model.fit(X[:n], y[:n])
+                    seconds = time.perf_counter() - start
+                rmse[v] = float(np.sqrt(np.mean((model.predict(Xte) - yte) ** 2)))
+                ratios[v].append(rmse[v] / rmse[names[0]])
+                cells.append(f"{v}: {rmse[v]:.4f} {seconds:.2f} s")
+            print(f"n={n:<7}seed {seed}  " + "  ".join(cells), flush=True)
+    for v in names:
+        geo = float(np.exp(np.mean(np.log(ratios[v]))))
+        worse = sum(r > 1 for r in ratios[v])
+        print(
+            f"rate {v}: RMSE / rate {names[0]} geometric mean {geo:.4f}, "
+            f"worse on {worse} of {len(ratios[v])}"
+        )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", type=float, nargs="*", default=[0.02, 0.04, 0.08])
+    parser.add_argument("--folds", type=int, default=3, help="first folds to run")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
+    parser.add_argument("--models", nargs="*", default=["MultiHeadNW"])
+    parser.add_argument("--min-rows", type=int, default=5000)
+    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
+    parser.add_argument("--friedman", action="store_true")
+    args = parser.parse_args()
+    print(cpu_line())
+    variants = rate_variants(args.rates)
+    if args.friedman:
+        friedman_runs(variants, args.seeds)
+        return
+    names = list(variants)
+    first = names[0]
+    print(
+        "RMSE (ratio to rate "
+        f"{first}) and median fit seconds (x HGB) per rate of the random start"
+    )
+    ratios = {m: {v: [] for v in names} for m in args.models}
+    speed = {m: {v: [] for v in names} for m in args.models}
+    models = {m: MODELS[m] for m in args.models}
+    sets = list(numeric_sets(os.path.join(args.data, "data")))
+    hgb = {
+        name: hgb_seconds(X, y, folds[: args.folds])
+        for name, X, y, folds, _ in sets
+        if X.shape[0] >= args.min_rows
+    }
+    for name, model_name, rmse, fit_s in lever_runs(
+        sets,
+        models,
+        variants,
+        min_rows=args.min_rows,
+        n_folds=args.folds,
+        seeds=args.seeds,
+    ):
+        cells = []
+        for v in names:
+            ratios[model_name][v].append(rmse[v] / rmse[first])
+            speed[model_name][v].append(fit_s[first] / fit_s[v])
+            cells.append(
+                f"{v}: {rmse[v]:.5g} ({rmse[v] / rmse[first]:.3f}) "
+                f"{fit_s[v]:.1f} s ({fit_s[v] / hgb[name]:.1f}x)"
+            )
+        print(f"{name:<26}{model_name:<14}" + "  ".join(cells), flush=True)
+        print(f"{'':<40}HGB {hgb[name]:.2f} s", flush=True)
+    for model_name in args.models:
+        for v in names:
+            if ratios[model_name][v]:
+                geo = float(np.exp(np.mean(np.log(ratios[model_name][v]))))
+                print(
+                    f"{model_name} rate {v}: RMSE / rate {first} geometric mean "
+                    f"{geo:.4f}; fit time rate {first} / this median "
+                    f"{np.median(speed[model_name][v]):.2f}x"
+                )
+
+
+if __name__ == "__main__":
+    main()
