@@ -1,0 +1,98 @@
+"""A lever for issue 33, measured: where ``solver='auto'`` switches one head
+from L-BFGS to Adam.
+
+``_fit/solvers.py``'s ``AUTO_ADAM_ROWS`` (10 000) is the number of rows
+above which one head trains by Adam on minibatches. This script fits
+``--models`` with the switch there and at ``--at`` rows (2048, where
+L-BFGS starts on a subsample of 1024 rows) in turn on each fold, on the
+numeric tables of ``../shared/data`` whose training folds lie between the
+two (the folds of
+``bench_accuracy.py``: by patient, by time block, shuffled elsewhere), once
+per ``--seeds``; prints per table and model the mean test RMSE and median
+fit time of each, and their ratio. ``--mixed`` runs
+``bench_real_tables.py`` on ``wage`` and ``taxis_fare`` (the mixed tables
+in that range) under each switch instead.
+
+This is a measurement script: it patches the private solvers module.
+
+Run: ``python benchmarks/bench_solver_switch.py [--at 2048] [--seeds 0 1]
+[--mixed]``
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import bench_real_tables  # noqa: E402
+from _common import cpu_line, lever_runs  # noqa: E402
+from bench_accuracy import numeric_sets  # noqa: E402
+
+import nwensemble._fit.solvers as solvers  # noqa: E402
+from nwensemble import NWAttentionRegressor, ResidualStageRegressor  # noqa: E402
+
+MODELS = {"ResidualStage": ResidualStageRegressor, "NWAttention": NWAttentionRegressor}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--at", type=int, default=2048)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
+    parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--mixed", action="store_true")
+    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
+    args = parser.parse_args()
+    now = solvers.AUTO_ADAM_ROWS
+    variants = {
+        f"Adam above {now}": contextlib.nullcontext,
+        f"Adam above {args.at}": lambda: mock.patch.object(
+            solvers, "AUTO_ADAM_ROWS", args.at
+        ),
+    }
+    print(cpu_line())
+    if args.mixed:
+        for name, setting in variants.items():
+            print(f"\n== {name}")
+            with setting():
+                bench_real_tables.main(
+                    [
+                        "--data",
+                        os.path.join(args.data, "data", "mixed"),
+                        "--sets",
+                        "wage",
+                        "taxis_fare",
+                        "--models",
+                        *args.models,
+                        "HGB",
+                        "--seeds",
+                        str(len(args.seeds)),
+                    ]
+                )
+        return
+    old, new = variants
+    lo, hi = sorted((now, args.at))
+    sets = [
+        s
+        for s in numeric_sets(os.path.join(args.data, "data"))
+        if lo < 0.8 * s[1].shape[0] <= hi
+    ]
+    models = {m: MODELS[m] for m in args.models}
+    print(f"{'set':<28}{'model':<15}{old:>22}{new:>22}{'ratio':>8}")
+    for name, model_name, rmse, fit_s in lever_runs(
+        sets, models, variants, min_rows=0, n_folds=5, seeds=args.seeds
+    ):
+        cells = [f"{rmse[v]:.5g} {fit_s[v]:5.2f} s" for v in (old, new)]
+        print(
+            f"{name:<28}{model_name:<15}{cells[0]:>22}{cells[1]:>22}"
+            f"{rmse[new] / rmse[old]:>8.4f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
