@@ -47,12 +47,17 @@ class Calibration:
     calibration: np.ndarray
     head_weights: Optional[np.ndarray] = None
 
+    def positions(self):
+        """The calibration rows' positions among ``rows`` (c,), in the
+        model's namespace."""
+        xp, dev = namespace_of(self.residuals)
+        return xp.asarray(self.calibration, device=dev)
+
     def held_out_residuals(self):
         """The residuals of the calibration rows (c, t), in the model's
         namespace."""
-        xp, dev = namespace_of(self.residuals)
-        positions = xp.asarray(self.calibration, device=dev)
-        return xp.take(self.residuals, positions, axis=0)
+        xp, _ = namespace_of(self.residuals)
+        return xp.take(self.residuals, self.positions(), axis=0)
 
 
 def interval_alpha(confidence_level, method=METHODS[0]):
@@ -131,7 +136,7 @@ def predict_interval(keys, combination, Q, *, alpha, method):
     xp, dev = keys.xp, device(keys.Z)
     cal = combination.calibration
     alpha_h = combination.head_weights
-    pos = xp.asarray(cal.calibration, device=dev)
+    pos = cal.positions()
     cal_rows = xp.asarray(cal.rows[cal.calibration], device=dev)
     R = xp.abs(cal.held_out_residuals())  # (c, t)
     n_cal = R.shape[0]

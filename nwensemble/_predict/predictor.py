@@ -130,10 +130,11 @@ class NWPredictor:
         ``intervals.local_scale``) at the queries ``X`` and at the
         calibration rows (each left out of its own), shaped as the fitted
         target."""
-        xp, dev = namespace_of(self.keys.Z)
-        positions = xp.asarray(self.combination.calibration.calibration, device=dev)
         at_queries, at_rows = local_scale(
-            self.keys, self.combination, self.project(X), positions
+            self.keys,
+            self.combination,
+            self.project(X),
+            self.combination.calibration.positions(),
         )
         return self.output(at_queries), self.output(at_rows)
 
