@@ -6,9 +6,9 @@ Sections (``--sections``, all by default):
   shuffled 5-fold splits) and a synthetic 3000 x 32 table (Friedman #1 with
   27 noise features). Per fold, in turn: ``HistGradientBoostingRegressor()``,
   ``NWAttentionRegressor()``, ``MultiHeadNWRegressor()``, ``HeadAllocator()``,
-  all with defaults (``random_state=0``). Prints each model's median fit time
-  over folds, the median of its per-fold ratio to HGB's fit time, and its
-  test RMSE.
+  ``ResidualStageRegressor()`` (the recommended start), all with defaults
+  (``random_state=0``). Prints each model's median fit time over folds, the
+  median of its per-fold ratio to HGB's fit time, and its test RMSE.
 * ``features``: n = 3000 rows of Friedman #1 padded with noise features to
   8 ... 256 features; median fit time of the two estimators and its growth
   against the number of features (linear growth doubles with the features).
@@ -69,6 +69,7 @@ from nwensemble import (  # noqa: E402
     HeadAllocator,
     MultiHeadNWRegressor,
     NWAttentionRegressor,
+    ResidualStageRegressor,
 )
 
 MODELS = {
@@ -76,6 +77,7 @@ MODELS = {
     "NWAttention": lambda: NWAttentionRegressor(random_state=0),
     "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=0),
     "HeadAllocator": lambda: HeadAllocator(random_state=0),
+    "ResidualStage": lambda: ResidualStageRegressor(random_state=0),
 }
 
 
