@@ -1,28 +1,28 @@
-"""A lever for issues 33 and 34, measured: the size of Adam's steps from a
-random start.
+"""A lever for issues 33 and 34, measured: the size of Adam's steps.
 
-Adam's step is a multiple of the root-mean-square entry of the starting
-projection (``_fit/adam.py``): ``_LEARNING_RATE`` from the searched starts
-(principal axes, the features), ``_RANDOM_START_LEARNING_RATE`` from random
-directions, which is where ``MultiHeadNWRegressor()`` starts its heads. This
-script fits ``--models`` with the random start's rate set to each of
-``--rates`` in turn on each fold, on the numeric tables of
-``../shared/data`` whose default multi-head fits take Adam (at least
-``--min-rows`` rows), with the folds of ``bench_accuracy.py`` (by patient,
-by time block, shuffled elsewhere), the first ``--folds`` of them, once per
-``--seeds`` (the models' ``random_state``). Prints per set the mean test
-RMSE and the median fit time of each rate, their ratios to the first rate,
-and HistGradientBoosting's median fit time on the same folds; then the
+Adam's step is ``_LEARNING_RATE`` times the root-mean-square entry of the
+starting projection (``_fit/adam.py``), from random directions (where
+``MultiHeadNWRegressor()`` starts its heads) and from the searched starts
+(principal axes, the features: one head) alike. This script fits
+``--models`` with the rate set to each of ``--rates`` in turn on each fold,
+on the numeric tables of ``../shared/data`` with at least ``--min-rows``
+rows (5000: where several heads take Adam; 12 000: where one head does too),
+with the folds of ``bench_accuracy.py`` (by patient, by time block, shuffled
+elsewhere), the first ``--folds`` of them, once per ``--seeds`` (the models'
+``random_state``). Prints per set the mean test RMSE and the median fit
+time of each rate, their ratios to the first rate, and
+HistGradientBoosting's median fit time on the same folds; then the
 geometric means over the sets. ``--friedman`` runs exchangeable synthetic
 rows instead: Friedman #1 with 9 features (the data of
-``bench_fit_time.py``'s solver section, 10 000 test rows) at 3 000, 5 000
-and 10 000 training rows, ``MultiHeadNWRegressor(solver='adam')`` once per
-seed and rate.
+``bench_fit_time.py``'s solver section, 10 000 test rows) at ``--sizes``
+training rows (at most 40 000), the first of ``--models`` with
+``solver='adam'`` once per seed and rate.
 
 This is a measurement script: it patches the private Adam module.
 
 Run: ``python benchmarks/bench_adam_rate.py [--rates 0.02 0.04 0.08]
-[--folds 3] [--seeds 0 1] [--models MultiHeadNW] [--friedman]``
+[--folds 3] [--seeds 0 1] [--models MultiHeadNW] [--min-rows 5000]
+[--friedman [--sizes 3000 5000 10000]]``
 """
 
 import argparse
@@ -43,19 +43,27 @@ from sklearn.datasets import make_friedman1  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: E402
 
 import nwensemble._fit.adam as adam  # noqa: E402
-from nwensemble import HeadAllocator, MultiHeadNWRegressor  # noqa: E402
+from nwensemble import (  # noqa: E402
+    HeadAllocator,
+    MultiHeadNWRegressor,
+    NWAttentionRegressor,
+    ResidualStageRegressor,
+)
 
-MODELS = {"MultiHeadNW": MultiHeadNWRegressor, "HeadAllocator": HeadAllocator}
+MODELS = {
+    "MultiHeadNW": MultiHeadNWRegressor,
+    "HeadAllocator": HeadAllocator,
+    "NWAttention": NWAttentionRegressor,
+    "ResidualStage": ResidualStageRegressor,
+}
+# The models that take ``solver`` (for --friedman).
+SOLVER_MODELS = ("MultiHeadNW", "NWAttention")
 
 
 def rate_variants(rates):
-    """Variant name -> context manager factory setting the random start's rate."""
+    """Variant name -> context manager factory setting Adam's rate."""
     return {
-        f"{rate:g}": (
-            lambda rate=rate: mock.patch.object(
-                adam, "_RANDOM_START_LEARNING_RATE", rate
-            )
-        )
+        f"{rate:g}": (lambda rate=rate: mock.patch.object(adam, "_LEARNING_RATE", rate))
         for rate in rates
     }
 
@@ -70,20 +78,20 @@ def hgb_seconds(X, y, folds):
     return float(np.median(times))
 
 
-def friedman_runs(variants, seeds):
-    """Test RMSE and fit seconds of ``MultiHeadNWRegressor(solver='adam')``
-    per size, seed and variant on Friedman #1; prints a line per size and
-    seed and the geometric mean of each variant's RMSE ratio to the first."""
+def friedman_runs(variants, seeds, estimator, sizes):
+    """Test RMSE and fit seconds of ``estimator(solver='adam')`` per size,
+    seed and variant on Friedman #1; prints a line per size and seed and the
+    geometric mean of each variant's RMSE ratio to the first."""
     X, y = make_friedman1(n_samples=50_000, n_features=9, noise=1.0, random_state=1)
     Xte, yte = X[40_000:], y[40_000:]
     names = list(variants)
     ratios = {v: [] for v in names}
-    for n in (3_000, 5_000, 10_000):
+    for n in sizes:
         for seed in seeds:
             rmse, cells = {}, []
             for v, setting in variants.items():
                 with setting():
-                    model = MultiHeadNWRegressor(solver="adam", random_state=seed)
+                    model = estimator(solver="adam", random_state=seed)
                     start = time.perf_counter()
                     model.fit(X[:n], y[:n])
                     seconds = time.perf_counter() - start
@@ -109,17 +117,22 @@ def main():
     parser.add_argument("--min-rows", type=int, default=5000)
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     parser.add_argument("--friedman", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[3000, 5000, 10000])
     args = parser.parse_args()
     print(cpu_line())
     variants = rate_variants(args.rates)
     if args.friedman:
-        friedman_runs(variants, args.seeds)
+        if args.models[0] not in SOLVER_MODELS:
+            parser.error(f"--friedman fits one of {SOLVER_MODELS} (--models)")
+        if max(args.sizes) > 40_000:
+            parser.error("--sizes: at most 40 000 training rows")
+        friedman_runs(variants, args.seeds, MODELS[args.models[0]], args.sizes)
         return
     names = list(variants)
     first = names[0]
     print(
         "RMSE (ratio to rate "
-        f"{first}) and median fit seconds (x HGB) per rate of the random start"
+        f"{first}) and median fit seconds (x HGB) per rate of Adam's step"
     )
     ratios = {m: {v: [] for v in names} for m in args.models}
     speed = {m: {v: [] for v in names} for m in args.models}

@@ -29,19 +29,16 @@ from nwensemble._fit.config import SolverResult
 from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
 from nwensemble._fit.loo_loss import loo_loss_and_grad
 from nwensemble._fit.precision import loss_rows
-from nwensemble._fit.start import starts_at_random
 from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.design import take_rows_of
 from nwensemble._shared.rows import take_rows
 
 # batch_size="auto": rows per minibatch.
 AUTO_BATCH = 1024
-# Adam's step, relative to the root-mean-square entry of the initial W: from
-# principal axes or the features (a searched start that the fit refines),
-# and twice that from random directions, which are far from any fit (the
-# performance notes weigh the time it saves against its accuracy).
-_LEARNING_RATE = 0.02
-_RANDOM_START_LEARNING_RATE = 0.04
+# Adam's step, relative to the root-mean-square entry of the initial W, the
+# same from every start (the performance notes weigh the time it saves
+# against its accuracy).
+_LEARNING_RATE = 0.04
 _BETAS = (0.9, 0.999)
 _EPS = 1e-8
 # Held-out rows scored per epoch (against all training rows).
@@ -75,8 +72,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
 
-    rate = _RANDOM_START_LEARNING_RATE if starts_at_random(config) else _LEARNING_RATE
-    lr = rate * math.sqrt(float(np.mean(W0**2)))
+    lr = _LEARNING_RATE * math.sqrt(float(np.mean(W0**2)))
     m = xp.zeros_like(W)
     v = xp.zeros_like(W)
     b1, b2 = _BETAS
