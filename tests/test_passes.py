@@ -209,28 +209,61 @@ def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, 
     assert read_backs[400] == read_backs[20]
 
 
-@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-4)])
-def test_tiles_read_a_local_linear_readout_as_the_blocks_do(monkeypatch, dtype, rtol):
-    """With the local-linear readout the tiles (small, on threads, a query
-    far from every key on the stable path) sum its columns, read its lines
-    and square its weights as the blocks do, for queries and for left-out
-    training rows."""
+def _local_linear_keys(Z, Y, sw, n_heads):
     from nwensemble._shared.readout import Readout, target_range
 
-    _small_tiles(monkeypatch)
-    Q, Z, Y, sw, _ = _heads_problem()
-    Q = Q.copy()
-    Q[5] += 40.0
-    Q, Z, Y, sw = (a.astype(dtype) for a in (Q, Z, Y, sw))
     low, high = target_range(Y, sw, xp=np)
-    keys = Keys(
+    return Keys(
         Z,
         Y,
         log_weights(sw, xp=np),
         KERNELS["softmax"],
-        3,
+        n_heads,
         readout=Readout(ridge=0.1, low=low, high=high),
     )
+
+
+def test_key_chunks_leave_the_tiles_sums_unchanged(monkeypatch):
+    """The readout's columns built for a chunk of keys at a time give the
+    same sums, to the bit, as one chunk of all keys (each tile's sums still
+    run over the keys in order), for queries and for left-out rows, whose
+    own key lies in one chunk."""
+    _small_tiles(monkeypatch)
+    Q, Z, Y, sw, _ = _heads_problem()
+    keys = _local_linear_keys(Z, Y, sw, 3)
+    rows = np.array([20, 3, 11, 0])
+
+    def sums():
+        return [
+            *keys.passes().head_sums(Q).nums,
+            *keys.passes().head_sums(None, loo_rows=rows).nums,
+        ]
+
+    whole = sums()
+    monkeypatch.setattr(tiles_module, "_KEY_CHUNK", tiles_module._KEY_TILE)
+    assert Z.shape[0] > 2 * tiles_module._KEY_CHUNK
+    for a, b in zip(whole, sums(), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("chunk", [None, 2])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-4)])
+def test_tiles_read_a_local_linear_readout_as_the_blocks_do(
+    monkeypatch, dtype, rtol, chunk
+):
+    """With the local-linear readout the tiles (small, on threads, a query
+    far from every key on the stable path; with ``chunk``, the keys'
+    columns built that many tiles at a time) sum its columns, read its
+    lines and square its weights as the blocks do, for queries and for
+    left-out training rows."""
+    _small_tiles(monkeypatch)
+    if chunk is not None:
+        monkeypatch.setattr(tiles_module, "_KEY_CHUNK", chunk * tiles_module._KEY_TILE)
+    Q, Z, Y, sw, _ = _heads_problem()
+    Q = Q.copy()
+    Q[5] += 40.0
+    Q, Z, Y, sw = (a.astype(dtype) for a in (Q, Z, Y, sw))
+    keys = _local_linear_keys(Z, Y, sw, 3)
     tiles, blocks = keys.passes(), BlockPasses(keys)
     assert isinstance(tiles, TilePasses)
     rows = np.array([20, 3, 11, 0])
@@ -265,5 +298,7 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(monkeypatch, dtype, 
         assert got.dtype == dtype
         assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
     # The lines are not the weighted means.
+    from nwensemble._shared.readout import Readout
+
     means = BlockPasses(dataclasses.replace(keys, readout=Readout())).estimates(Q)
     assert np.abs(pairs[0][0] - means).max() > 10 * rtol * np.abs(means).max()

@@ -68,14 +68,16 @@ def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
             yield HeadBlock(rows, h, E, num, fallback, Qb[:, cols], keys)
 
 
-def readout_columns(keys):
-    """Per head, the key-side columns whose attention sums its readout
-    reads (``Readout.columns``; one array shared by every head for the
-    local constant). A line's columns do not depend on its ridge."""
-    xp, readout = keys.xp, keys.readout_of(0)
+def readout_columns(keys, rows=slice(None), heads=None):
+    """Per head (of ``heads``, all by default), the key-side columns whose
+    attention sums its readout reads (``Readout.columns``; one array shared
+    by every head for the local constant), of the keys ``rows`` (a slice).
+    A line's columns do not depend on its ridge."""
+    xp, readout, Y = keys.xp, keys.readout_of(0), keys.Y[rows, :]
+    heads = range(keys.n_heads) if heads is None else heads
     if readout.is_constant:
-        return [readout.columns(keys.Y, None, xp=xp)] * keys.n_heads
-    return [readout.columns(keys.Y, keys.head(h), xp=xp) for h in range(keys.n_heads)]
+        return [readout.columns(Y, None, xp=xp)] * len(heads)
+    return [readout.columns(Y, keys.head(h)[rows, :], xp=xp) for h in heads]
 
 
 @dataclass(frozen=True, eq=False)

@@ -41,6 +41,11 @@ from nwensemble._shared.passes import (
 # Tile shapes compared in the performance notes.
 _QUERY_TILE = 256
 _KEY_TILE = 512
+# Keys whose readout columns exist at once: the local-linear readout's
+# columns grow with the square of the head's dimension, and built for all
+# keys of every head they were most of a large fit's peak memory (the
+# benchmarks page's Scale section).
+_KEY_CHUNK = 64 * _KEY_TILE
 
 
 class TilePasses(BlockPasses):
@@ -114,7 +119,7 @@ class TilePasses(BlockPasses):
                     A, nums[h] = _tile(
                         queries[h][r0:r1, :],
                         operands[h],
-                        Y_aug,
+                        Y_aug[c0:c1],
                         c0,
                         c1,
                         nums[h],
@@ -257,8 +262,8 @@ class TilePasses(BlockPasses):
         m, n = Q.shape[0], Z.shape[0]
         d = keys.head_dim
         dev = device(Z)
-        columns = readout_columns(keys)
         if m == 0:
+            columns = readout_columns(keys, slice(0, 0))
             return [
                 [
                     finish(
@@ -272,53 +277,69 @@ class TilePasses(BlockPasses):
             ]
         queries, operands, biases = self._operands(Q)
         floor_sum = underflow_row_sum(Q.dtype, xp=xp)
+        tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
+        big = m * n * n_heads >= THREADED_SCORES
 
-        def head_block(task):
-            h, r0 = task
+        def tile_rows(r0):
             rows = slice(r0, min(r0 + _QUERY_TILE, m))
-            left_out = None if exclude is None else exclude[rows]
-            cols = slice(h * d, (h + 1) * d)
-            num = None
-            if queries is not None:
-                num = self._block_sums(
-                    queries[h][rows, :], operands[h], columns[h], left_out
+            return rows, None if exclude is None else exclude[rows]
+
+        # The keys in chunks, each chunk's columns built once for every tile
+        # of queries; each tile's sums run over the keys in order, as one
+        # pass over all keys would take them.
+        nums = [None] * len(tasks)
+        for k0 in range(0, n if queries is not None else 0, _KEY_CHUNK):
+            columns = readout_columns(keys, slice(k0, min(k0 + _KEY_CHUNK, n)))
+
+            def chunk_sums(i, k0=k0, columns=columns):
+                h, r0 = tasks[i]
+                rows, left_out = tile_rows(r0)
+                return self._block_sums(
+                    queries[h][rows, :], operands[h], columns[h], left_out, k0, nums[i]
                 )
+
+            nums = map_on_host_threads(
+                chunk_sums, range(len(tasks)), xp=xp, threads=big
+            )
+
+        def head_block(i):
+            h, r0 = tasks[i]
+            rows, left_out = tile_rows(r0)
+            num = nums[i]
             stable = num is None or float(xp.min(num[:, -1])) < floor_sum
             if stable:
                 # Some query is far from every key: attend's stable path.
                 skip = None if left_out is None else xp.asarray(left_out, device=dev)
                 _, num = attend(
-                    Q[rows, cols],
-                    Z[:, cols],
+                    Q[rows, h * d : (h + 1) * d],
+                    Z[:, h * d : (h + 1) * d],
                     biases[h],
-                    columns[h],
+                    readout_columns(keys, heads=[h])[0],
                     xp=xp,
                     exclude=skip,
                     exact_zeros=False,
                 )
             return finish(h, rows, num, stable)
 
-        tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
-        big = m * n * n_heads >= THREADED_SCORES
-        parts = map_on_host_threads(head_block, tasks, xp=xp, threads=big)
+        parts = map_on_host_threads(head_block, range(len(tasks)), xp=xp, threads=big)
         return [parts[h::n_heads] for h in range(n_heads)]
 
-    def _block_sums(self, q, operands, R, left_out):
-        """``E @ R`` for a block of queries ``q`` (operands of
-        ``_operands``) and the readout's columns ``R`` (last column ones),
-        tile by tile, the weight of query ``r`` on key ``left_out[r]`` (a
-        NumPy array, or None) zero."""
+    def _block_sums(self, q, operands, R, left_out, k0, num):
+        """``num`` (None for none yet) plus ``E @ R`` for a block of queries
+        ``q`` (operands of ``_operands``) on the keys ``k0 : k0 + len(R)``,
+        whose readout columns are ``R`` (last column ones), tile by tile, the
+        weight of query ``r`` on key ``left_out[r]`` (a NumPy array, or
+        None) zero."""
         xp = self.keys.xp
-        n = operands.shape[1]
+        k1 = k0 + R.shape[0]
         buf = workspace_buffer({}, (q.shape[0], _KEY_TILE), q, xp=xp)
         exp = self._tile_exp(q.dtype, left_out)
-        num = None
-        for c0 in range(0, n, _KEY_TILE):
-            c1 = min(c0 + _KEY_TILE, n)
+        for c0 in range(k0, k1, _KEY_TILE):
+            c1 = min(c0 + _KEY_TILE, k1)
             _, num = _tile(
                 q,
                 operands,
-                R,
+                R[c0 - k0 : c1 - k0],
                 c0,
                 c1,
                 num,
@@ -399,7 +420,7 @@ def _tile(q, operands, R, c0, c1, num, *, exp, xp, out=None):
     """One tile: ``A``, the exponentiated logits of queries ``q`` on keys
     ``c0:c1`` (operands of ``TilePasses._operands``; ``exp`` from
     ``TilePasses._tile_exp``), and ``num`` (None at the first tile) plus
-    ``A @ R[c0:c1]``."""
+    ``A @ R``, ``R`` the columns of those keys."""
     A = exp(matmul_into(q, operands[:, c0:c1], out, xp=xp), c0)
-    part = A @ R[c0:c1, :]
+    part = A @ R
     return A, part if num is None else num + part
