@@ -224,10 +224,11 @@ def _local_linear_keys(Z, Y, sw, n_heads):
 
 
 def test_key_chunks_leave_the_tiles_sums_unchanged(monkeypatch):
-    """The readout's columns built for a chunk of keys at a time give the
-    same sums, to the bit, as one chunk of all keys (each tile's sums still
-    run over the keys in order), for queries and for left-out rows, whose
-    own key lies in one chunk."""
+    """The readout's columns built for a chunk of keys at a time, for a
+    group of query tiles at a time, give the same sums, to the bit, as one
+    chunk of all keys for all queries (each tile's sums still run over the
+    keys in order), for queries and for left-out rows, whose own key lies
+    in one chunk."""
     _small_tiles(monkeypatch)
     Q, Z, Y, sw, _ = _heads_problem()
     keys = _local_linear_keys(Z, Y, sw, 3)
@@ -241,7 +242,9 @@ def test_key_chunks_leave_the_tiles_sums_unchanged(monkeypatch):
 
     whole = sums()
     monkeypatch.setattr(tiles_module, "_KEY_CHUNK", tiles_module._KEY_TILE)
+    monkeypatch.setattr(tiles_module, "_QUERY_GROUP", 2 * tiles_module._QUERY_TILE)
     assert Z.shape[0] > 2 * tiles_module._KEY_CHUNK
+    assert Q.shape[0] > tiles_module._QUERY_GROUP
     for a, b in zip(whole, sums(), strict=True):
         assert np.array_equal(a, b)
 
@@ -253,12 +256,14 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(
 ):
     """With the local-linear readout the tiles (small, on threads, a query
     far from every key on the stable path; with ``chunk``, the keys'
-    columns built that many tiles at a time) sum its columns, read its
+    columns built that many tiles at a time, for one tile of queries at a
+    time) sum its columns, read its
     lines and square its weights as the blocks do, for queries and for
     left-out training rows."""
     _small_tiles(monkeypatch)
     if chunk is not None:
         monkeypatch.setattr(tiles_module, "_KEY_CHUNK", chunk * tiles_module._KEY_TILE)
+        monkeypatch.setattr(tiles_module, "_QUERY_GROUP", tiles_module._QUERY_TILE)
     Q, Z, Y, sw, _ = _heads_problem()
     Q = Q.copy()
     Q[5] += 40.0

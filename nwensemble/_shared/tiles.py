@@ -46,6 +46,8 @@ _KEY_TILE = 512
 # keys of every head they were most of a large fit's peak memory (the
 # benchmarks page's Scale section).
 _KEY_CHUNK = 64 * _KEY_TILE
+# Queries whose sums over a chunk of keys wait for the next chunk at once.
+_QUERY_GROUP = 64 * _QUERY_TILE
 
 
 class TilePasses(BlockPasses):
@@ -277,35 +279,37 @@ class TilePasses(BlockPasses):
             ]
         queries, operands, biases = self._operands(Q)
         floor_sum = underflow_row_sum(Q.dtype, xp=xp)
-        tasks = [(h, r0) for r0 in range(0, m, _QUERY_TILE) for h in range(n_heads)]
         big = m * n * n_heads >= THREADED_SCORES
 
         def tile_rows(r0):
             rows = slice(r0, min(r0 + _QUERY_TILE, m))
             return rows, None if exclude is None else exclude[rows]
 
-        # The keys in chunks, each chunk's columns built once for every tile
-        # of queries; each tile's sums run over the keys in order, as one
-        # pass over all keys would take them.
-        nums = [None] * len(tasks)
-        for k0 in range(0, n if queries is not None else 0, _KEY_CHUNK):
-            columns = readout_columns(keys, slice(k0, min(k0 + _KEY_CHUNK, n)))
+        def group_sums(tasks):
+            """The sums of the tasks' (head, query tile): the keys in chunks,
+            each chunk's columns built once for all the tasks; each tile's
+            sums run over the keys in order, as one pass over all keys
+            would take them."""
+            nums = [None] * len(tasks)
+            for k0 in range(0, n if queries is not None else 0, _KEY_CHUNK):
+                columns = readout_columns(keys, slice(k0, min(k0 + _KEY_CHUNK, n)))
 
-            def chunk_sums(i, k0=k0, columns=columns):
-                h, r0 = tasks[i]
-                rows, left_out = tile_rows(r0)
-                return self._block_sums(
-                    queries[h][rows, :], operands[h], columns[h], left_out, k0, nums[i]
+                def chunk_sums(i, k0=k0, columns=columns, nums=nums):
+                    h, r0 = tasks[i]
+                    rows, left_out = tile_rows(r0)
+                    q = queries[h][rows, :]
+                    return self._block_sums(
+                        q, operands[h], columns[h], left_out, k0, nums[i]
+                    )
+
+                nums = map_on_host_threads(
+                    chunk_sums, range(len(tasks)), xp=xp, threads=big
                 )
+            return nums
 
-            nums = map_on_host_threads(
-                chunk_sums, range(len(tasks)), xp=xp, threads=big
-            )
-
-        def head_block(i):
-            h, r0 = tasks[i]
+        def head_block(task, num):
+            h, r0 = task
             rows, left_out = tile_rows(r0)
-            num = nums[i]
             stable = num is None or float(xp.min(num[:, -1])) < floor_sum
             if stable:
                 # Some query is far from every key: attend's stable path.
@@ -321,7 +325,17 @@ class TilePasses(BlockPasses):
                 )
             return finish(h, rows, num, stable)
 
-        parts = map_on_host_threads(head_block, range(len(tasks)), xp=xp, threads=big)
+        parts = []
+        for g0 in range(0, m, _QUERY_GROUP):
+            starts = range(g0, min(g0 + _QUERY_GROUP, m), _QUERY_TILE)
+            tasks = [(h, r0) for r0 in starts for h in range(n_heads)]
+            nums = group_sums(tasks)
+            parts += map_on_host_threads(
+                lambda i, tasks=tasks, nums=nums: head_block(tasks[i], nums[i]),
+                range(len(tasks)),
+                xp=xp,
+                threads=big,
+            )
         return [parts[h::n_heads] for h in range(n_heads)]
 
     def _block_sums(self, q, operands, R, left_out, k0, num):
