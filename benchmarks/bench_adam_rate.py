@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import cpu_line, lever_runs  # noqa: E402
-from bench_accuracy import numeric_sets  # noqa: E402
+from bench_accuracy import geo, numeric_sets  # noqa: E402
 from sklearn.datasets import make_friedman1  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: E402
 
@@ -100,10 +100,9 @@ def friedman_runs(variants, seeds, estimator, sizes):
                 cells.append(f"{v}: {rmse[v]:.4f} {seconds:.2f} s")
             print(f"n={n:<7}seed {seed}  " + "  ".join(cells), flush=True)
     for v in names:
-        geo = float(np.exp(np.mean(np.log(ratios[v]))))
         worse = sum(r > 1 for r in ratios[v])
         print(
-            f"rate {v}: RMSE / rate {names[0]} geometric mean {geo:.4f}, "
+            f"rate {v}: RMSE / rate {names[0]} geometric mean {geo(ratios[v]):.4f}, "
             f"worse on {worse} of {len(ratios[v])}"
         )
 
@@ -164,11 +163,10 @@ def main():
     for model_name in args.models:
         for v in names:
             if ratios[model_name][v]:
-                geo = float(np.exp(np.mean(np.log(ratios[model_name][v]))))
                 print(
                     f"{model_name} rate {v}: RMSE / rate {first} geometric mean "
-                    f"{geo:.4f}; fit time rate {first} / this median "
-                    f"{np.median(speed[model_name][v]):.2f}x"
+                    f"{geo(ratios[model_name][v]):.4f}; fit time rate {first} / "
+                    f"this median {np.median(speed[model_name][v]):.2f}x"
                 )
 
 

@@ -57,14 +57,6 @@ def default_head_dim(n_samples, n_features, n_heads):
     return theory_head_dim(n_samples, 1.0, n_features)
 
 
-def starts_at_random(config):
-    """Whether the heads start at random directions: ``init='random'``, or
-    ``'auto'`` with several heads (see ``initial_projection``)."""
-    if not isinstance(config.init, str):
-        return False
-    return config.init == "random" or (config.init == "auto" and config.n_heads > 1)
-
-
 def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
     """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, in model units.
 
@@ -93,10 +85,11 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
         raise ValueError(
             f"head_dim={d} is larger than n_features = {p}; use head_dim <= n_features."
         )
-    if starts_at_random(config):
-        init = "random"
-    elif init == "auto":
-        init = "pca" if d < p else "identity"
+    if init == "auto":
+        if n_heads > 1:
+            init = "random"
+        else:
+            init = "pca" if d < p else "identity"
     per_direction = init == "identity"
     k = n_heads * d
     if init == "identity":

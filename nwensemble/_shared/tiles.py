@@ -42,11 +42,11 @@ from nwensemble._shared.passes import (
 _QUERY_TILE = 256
 _KEY_TILE = 512
 # Keys whose readout columns exist at once: the local-linear readout's
-# columns grow with the square of the head's dimension, and built for all
-# keys of every head they were most of a large fit's peak memory (the
-# benchmarks page's Scale section).
+# columns grow with the square of the head's dimension, so built for every
+# key of every head they would take memory in proportion to the rows.
 _KEY_CHUNK = 64 * _KEY_TILE
-# Queries whose sums over a chunk of keys wait for the next chunk at once.
+# Queries taken at once around the key chunks: their sums wait from one
+# chunk to the next.
 _QUERY_GROUP = 64 * _QUERY_TILE
 
 
