@@ -6,7 +6,8 @@ from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
 import nwensemble._fit.adam as adam
-from nwensemble import MultiHeadNWRegressor
+import nwensemble._fit.lbfgs as lbfgs
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.precision import FLOAT32_LOSS_ROWS, loss_rows
 
 
@@ -57,3 +58,21 @@ def test_adam_evaluates_float32_and_keeps_float64(monkeypatch):
     assert {x for _, x in seen["heldout"]} == {"float32"}
     assert model.components_.dtype == np.float64
     assert model.predict(X[:5]).dtype == np.float64
+
+
+def test_lbfgs_coarse_stage_evaluates_float32(monkeypatch):
+    """One head's coarse L-BFGS stage (a subsample of ``COARSE_SIZE`` rows)
+    is large enough for float32 losses, as the stage on all rows is."""
+    seen = []
+    original = lbfgs.loo_loss_and_grad
+
+    def spy(W, X, *args, **kwargs):
+        seen.append((X.shape[0], str(X.dtype)))
+        return original(W, X, *args, **kwargs)
+
+    monkeypatch.setattr(lbfgs, "loo_loss_and_grad", spy)
+    X, y = make_friedman1(n_samples=2200, n_features=5, noise=0.5, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        NWAttentionRegressor(solver="lbfgs", max_iter=3, random_state=0).fit(X, y)
+    assert lbfgs.COARSE_SIZE in {rows for rows, _ in seen}
+    assert {dtype for _, dtype in seen} == {"float32"}

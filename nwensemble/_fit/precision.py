@@ -13,8 +13,12 @@ parameters, the optimiser's state and the fitted model stay float64
 
 from nwensemble._shared.design import as_dtype
 
-# From this many float64 rows on, losses are evaluated in float32.
-FLOAT32_LOSS_ROWS = 2048
+# From this many float64 rows on, losses are evaluated in float32: from
+# the size of one-head L-BFGS's coarse stage and Adam's minibatch, so that
+# every stage and fit that size or larger takes the faster evaluation
+# (float32 halves an evaluation's time at any size, see the performance
+# notes); smaller fits take well under a second either way.
+FLOAT32_LOSS_ROWS = 1024
 
 
 def loss_rows(X, Y, sw, *, xp, n_rows=None):
