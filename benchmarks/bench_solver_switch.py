@@ -1,21 +1,24 @@
 """A lever for issue 33, measured: where ``solver='auto'`` switches one head
 from L-BFGS to Adam.
 
-``_fit/solvers.py``'s ``AUTO_ADAM_ROWS`` (10 000) is the number of rows
-above which one head trains by Adam on minibatches. This script fits
-``--models`` with the switch there and at ``--at`` rows (2048, where
-L-BFGS starts on a subsample of 1024 rows) in turn on each fold, on the
-numeric tables of ``../shared/data`` whose training folds lie between the
-two (the folds of
+``_fit/solvers.py``'s ``AUTO_ADAM_ROWS`` (2048, where L-BFGS would start
+on a subsample of 1024 rows; 10 000 before) is the number of rows above
+which one head trains by Adam on minibatches, and
+``AUTO_ADAM_ROWS_EMBEDDINGS`` (10 000) the same where some features are
+embeddings (categorical features, missing values). This script fits
+``--models`` with the library's switch and with it at ``--at`` rows (by
+default 10 000) in turn on each fold, on the numeric tables of
+``../shared/data`` whose training folds lie between the two (the folds of
 ``bench_accuracy.py``: by patient, by time block, shuffled elsewhere), once
 per ``--seeds``; prints per table and model the mean test RMSE and median
 fit time of each, and their ratio. ``--mixed`` runs
 ``bench_real_tables.py`` on ``wage`` and ``taxis_fare`` (the mixed tables
-in that range) under each switch instead.
+in that range) with the embeddings' switch as it is and at ``--at`` (by
+default 2048) instead.
 
 This is a measurement script: it patches the private solvers module.
 
-Run: ``python benchmarks/bench_solver_switch.py [--at 2048] [--seeds 0 1]
+Run: ``python benchmarks/bench_solver_switch.py [--at 10000] [--seeds 0 1]
 [--mixed]``
 """
 
@@ -41,18 +44,18 @@ MODELS = {"ResidualStage": ResidualStageRegressor, "NWAttention": NWAttentionReg
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--at", type=int, default=2048)
+    parser.add_argument("--at", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--mixed", action="store_true")
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     args = parser.parse_args()
-    now = solvers.AUTO_ADAM_ROWS
+    switch = "AUTO_ADAM_ROWS_EMBEDDINGS" if args.mixed else "AUTO_ADAM_ROWS"
+    at = args.at if args.at is not None else (2048 if args.mixed else 10_000)
+    now = getattr(solvers, switch)
     variants = {
         f"Adam above {now}": contextlib.nullcontext,
-        f"Adam above {args.at}": lambda: mock.patch.object(
-            solvers, "AUTO_ADAM_ROWS", args.at
-        ),
+        f"Adam above {at}": lambda: mock.patch.object(solvers, switch, at),
     }
     print(cpu_line())
     if args.mixed:
@@ -74,22 +77,22 @@ def main():
                     ]
                 )
         return
-    old, new = variants
-    lo, hi = sorted((now, args.at))
+    rule, other = variants
+    lo, hi = sorted((now, at))
     sets = [
         s
         for s in numeric_sets(os.path.join(args.data, "data"))
         if lo < 0.8 * s[1].shape[0] <= hi
     ]
     models = {m: MODELS[m] for m in args.models}
-    print(f"{'set':<28}{'model':<15}{old:>22}{new:>22}{'ratio':>8}")
+    print(f"{'set':<28}{'model':<15}{rule:>22}{other:>22}{'ratio':>8}")
     for name, model_name, rmse, fit_s in lever_runs(
         sets, models, variants, min_rows=0, n_folds=5, seeds=args.seeds
     ):
-        cells = [f"{rmse[v]:.5g} {fit_s[v]:5.2f} s" for v in (old, new)]
+        cells = [f"{rmse[v]:.5g} {fit_s[v]:5.2f} s" for v in (rule, other)]
         print(
             f"{name:<28}{model_name:<15}{cells[0]:>22}{cells[1]:>22}"
-            f"{rmse[new] / rmse[old]:>8.4f}",
+            f"{rmse[other] / rmse[rule]:>8.4f}",
             flush=True,
         )
 

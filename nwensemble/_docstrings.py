@@ -71,8 +71,9 @@ solver : {'auto', 'lbfgs', 'adam'}, default='auto'
     ``early_stopping=False`` the rows are still held out for that factor,
     but the epochs are not scored on them: the fit stops when the training
     loss stops improving and keeps the last epoch). ``'auto'``: ``'adam'``
-    above 10 000 rows for one head, above 4096 for several (where it
-    reaches L-BFGS's accuracy sooner).
+    above 2048 rows for one head (above 10 000 where some features are
+    embeddings: categorical features or missing values), above 4096 for
+    several (where it reaches L-BFGS's accuracy, mostly sooner).
 
 batch_size : int or 'auto', default='auto'
     Rows per minibatch of ``solver='adam'``; ``'auto'`` is

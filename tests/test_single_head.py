@@ -298,12 +298,14 @@ def test_n_iter_and_loss_curve(friedman):
 
 
 def test_coarse_to_fine_counts_both_stages():
-    """Above 2048 training rows the fit runs a subsample stage, then all rows."""
+    """Above 2048 training rows L-BFGS runs a subsample stage, then all rows."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((2600, 3))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(2600)
     lines = []
-    reg = NWAttentionRegressor(head_dim=1, random_state=0, max_iter=5, tol=0)
+    reg = NWAttentionRegressor(
+        solver="lbfgs", head_dim=1, random_state=0, max_iter=5, tol=0
+    )
     reg.set_params(callback=lambda comps, n_iter: lines.append(n_iter))
     with pytest.warns(ConvergenceWarning):
         reg.fit(X, y)

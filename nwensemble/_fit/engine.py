@@ -191,7 +191,9 @@ def _fit_member(config, previous, features, X, Xt, Yt, swt, *, rng, xp):
 
     start = time.perf_counter()
     n_positive = int(np.count_nonzero(to_numpy(swt) > 0))
-    solver = choose_solver(config.solver, n_positive, n_heads)
+    solver = choose_solver(
+        config.solver, n_positive, n_heads, embeddings=features.codes is not None
+    )
     fitted = solve_with_diversity(solver.solve, config, W0, Xt, Yt, swt, rng=rng, xp=xp)
     if fitted.at_max_iter:
         warnings.warn(

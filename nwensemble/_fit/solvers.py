@@ -10,10 +10,17 @@ from typing import Callable
 from nwensemble._fit.adam import fit_adam
 from nwensemble._fit.lbfgs import fit_lbfgs
 
-# solver="auto" trains with Adam on minibatches above this many rows: full
-# leave-one-out L-BFGS costs O(n^2) per evaluation, and beyond this one head
-# reaches the same accuracy sooner with Adam (benchmarks page, "Solvers").
-AUTO_ADAM_ROWS = 10_000
+# solver="auto" trains one head with Adam on minibatches above this many
+# rows (twice Adam's batch, where L-BFGS would start on a subsample of a
+# batch's size): full leave-one-out L-BFGS costs O(n^2) per evaluation, and
+# from here one head ended at least as accurate with Adam, mostly sooner
+# (the benchmarks page's levers).
+AUTO_ADAM_ROWS = 2048
+# ... and above this many where some features are embeddings (categorical
+# features, missing values): a minibatch step moves a level's embedding
+# only when rows of that level are drawn, and on a table with levels of few
+# rows Adam ended less accurate.
+AUTO_ADAM_ROWS_EMBEDDINGS = 10_000
 # Several heads take Adam from here on: full-batch L-BFGS over all rows
 # (their only schedule) then takes longer than Adam and ends less accurate.
 AUTO_ADAM_ROWS_HEADS = 4096
@@ -36,11 +43,15 @@ SOLVERS = {
 }
 
 
-def choose_solver(solver, n_positive, n_heads):
+def choose_solver(solver, n_positive, n_heads, *, embeddings=False):
     """The ``Solver`` for the parameter ``solver`` on ``n_positive`` rows of
     positive weight: ``'auto'`` takes Adam above ``AUTO_ADAM_ROWS`` rows for
-    one head, above ``AUTO_ADAM_ROWS_HEADS`` for several, else L-BFGS."""
+    one head (above ``AUTO_ADAM_ROWS_EMBEDDINGS`` when some features are
+    ``embeddings``), above ``AUTO_ADAM_ROWS_HEADS`` for several, else
+    L-BFGS."""
     if solver == "auto":
-        limit = AUTO_ADAM_ROWS if n_heads == 1 else AUTO_ADAM_ROWS_HEADS
+        limit = AUTO_ADAM_ROWS_HEADS
+        if n_heads == 1:
+            limit = AUTO_ADAM_ROWS_EMBEDDINGS if embeddings else AUTO_ADAM_ROWS
         solver = "adam" if n_positive > limit else "lbfgs"
     return SOLVERS[solver]
