@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import cpu_line, lever_runs  # noqa: E402
-from bench_accuracy import numeric_sets  # noqa: E402
+from bench_accuracy import geo, numeric_sets  # noqa: E402
 
 import nwensemble._fit.adam as adam  # noqa: E402
 import nwensemble._fit.precision as precision  # noqa: E402
@@ -168,9 +168,9 @@ def main():
         )
     for model_name in args.models:
         if ratios[model_name]:
-            geo = float(np.exp(np.mean(np.log(ratios[model_name]))))
             print(
-                f"{model_name}: RMSE {second} / {first} geometric mean {geo:.4f}; "
+                f"{model_name}: RMSE {second} / {first} geometric mean "
+                f"{geo(ratios[model_name]):.4f}; "
                 f"fit time {first} / {second} median "
                 f"{np.median(speed[model_name]):.2f}x"
             )

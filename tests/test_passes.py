@@ -12,6 +12,7 @@ from nwensemble._shared.attention import log_weights
 from nwensemble._shared.kernels import KERNELS
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.passes import BlockPasses
+from nwensemble._shared.readout import Readout, target_range
 from nwensemble._shared.tiles import TilePasses
 
 
@@ -210,7 +211,6 @@ def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, 
 
 
 def _local_linear_keys(Z, Y, sw, n_heads):
-    from nwensemble._shared.readout import Readout, target_range
 
     low, high = target_range(Y, sw, xp=np)
     return Keys(
@@ -303,7 +303,5 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(
         assert got.dtype == dtype
         assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
     # The lines are not the weighted means.
-    from nwensemble._shared.readout import Readout
-
     means = BlockPasses(dataclasses.replace(keys, readout=Readout())).estimates(Q)
     assert np.abs(pairs[0][0] - means).max() > 10 * rtol * np.abs(means).max()

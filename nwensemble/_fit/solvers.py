@@ -12,10 +12,9 @@ from nwensemble._fit.lbfgs import fit_lbfgs
 
 # solver="auto" trains one head with Adam on minibatches above this many
 # rows (twice Adam's batch, where L-BFGS would start on a subsample of a
-# batch's size): full leave-one-out L-BFGS costs O(n^2) per evaluation, and
-# from here one head ended more accurate with Adam on the real tables
-# measured, mostly sooner (not on every synthetic one: the benchmarks page's
-# levers and time to a model).
+# batch's size): full leave-one-out L-BFGS costs O(n^2) per evaluation
+# (the benchmarks page's levers weigh the two solvers on real and synthetic
+# tables).
 AUTO_ADAM_ROWS = 2048
 # ... and above this many where some features are embeddings (categorical
 # features, missing values): a minibatch step moves a level's embedding
