@@ -1,4 +1,5 @@
-"""A lever for issues 33 and 34, measured: the size of Adam's steps.
+"""Levers for issues 33 and 34, measured: the size of Adam's steps, and the
+held-out rows it scores after each epoch.
 
 Adam's step is ``_LEARNING_RATE`` times the root-mean-square entry of the
 starting projection (``_fit/adam.py``), from random directions (where
@@ -18,9 +19,15 @@ rows instead: Friedman #1 with 9 features (the data of
 training rows (at most 40 000), the first of ``--models`` with
 ``solver='adam'`` once per seed and rate.
 
+``--monitor-rows A B ...`` compares, instead of rates, the number of
+held-out rows scored after each epoch (``_MONITOR_ROWS``, drawn from the
+at most 1000 that choose the final factor on the scale; 1000 scores them
+all, as before the monitor had its own rows).
+
 This is a measurement script: it patches the private Adam module.
 
-Run: ``python benchmarks/bench_adam_rate.py [--rates 0.02 0.04 0.08]
+Run: ``python benchmarks/bench_adam_rate.py [--rates 0.02 0.04 0.08 |
+--monitor-rows 1000 500]
 [--folds 3] [--seeds 0 1] [--models MultiHeadNW] [--min-rows 5000]
 [--friedman [--sizes 3000 5000 10000]]``
 """
@@ -68,6 +75,16 @@ def rate_variants(rates):
     }
 
 
+def monitor_variants(sizes):
+    """Variant name -> context manager factory setting the monitor's rows."""
+    return {
+        f"{size} rows": (
+            lambda size=size: mock.patch.object(adam, "_MONITOR_ROWS", size)
+        )
+        for size in sizes
+    }
+
+
 def hgb_seconds(X, y, folds):
     """Median fit seconds of ``HistGradientBoostingRegressor()`` on ``folds``."""
     times = []
@@ -102,7 +119,7 @@ def friedman_runs(variants, seeds, estimator, sizes):
     for v in names:
         worse = sum(r > 1 for r in ratios[v])
         print(
-            f"rate {v}: RMSE / rate {names[0]} geometric mean {geo(ratios[v]):.4f}, "
+            f"{v}: RMSE / {names[0]}'s geometric mean {geo(ratios[v]):.4f}, "
             f"worse on {worse} of {len(ratios[v])}"
         )
 
@@ -110,6 +127,7 @@ def friedman_runs(variants, seeds, estimator, sizes):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=float, nargs="*", default=[0.02, 0.04, 0.08])
+    parser.add_argument("--monitor-rows", type=int, nargs="*", default=None)
     parser.add_argument("--folds", type=int, default=3, help="first folds to run")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--models", nargs="*", default=["MultiHeadNW"])
@@ -119,7 +137,10 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="*", default=[3000, 5000, 10000])
     args = parser.parse_args()
     print(cpu_line())
-    variants = rate_variants(args.rates)
+    if args.monitor_rows:
+        variants = monitor_variants(args.monitor_rows)
+    else:
+        variants = rate_variants(args.rates)
     if args.friedman:
         if args.models[0] not in SOLVER_MODELS:
             parser.error(f"--friedman fits one of {SOLVER_MODELS} (--models)")
@@ -129,10 +150,7 @@ def main():
         return
     names = list(variants)
     first = names[0]
-    print(
-        "RMSE (ratio to rate "
-        f"{first}) and median fit seconds (x HGB) per rate of Adam's step"
-    )
+    print(f"RMSE (ratio to {first}'s) and median fit seconds (x HGB) per variant")
     ratios = {m: {v: [] for v in names} for m in args.models}
     speed = {m: {v: [] for v in names} for m in args.models}
     models = {m: MODELS[m] for m in args.models}
@@ -164,8 +182,8 @@ def main():
         for v in names:
             if ratios[model_name][v]:
                 print(
-                    f"{model_name} rate {v}: RMSE / rate {first} geometric mean "
-                    f"{geo(ratios[model_name][v]):.4f}; fit time rate {first} / "
+                    f"{model_name} {v}: RMSE / {first}'s geometric mean "
+                    f"{geo(ratios[model_name][v]):.4f}; fit time {first}'s / "
                     f"this median {np.median(speed[model_name][v]):.2f}x"
                 )
 

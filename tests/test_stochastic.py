@@ -185,6 +185,35 @@ def test_scale_search_finds_the_grid_minimum(monkeypatch):
         assert len(set(seen)) <= 9
 
 
+def test_adam_scores_epochs_on_a_subset_of_the_scale_rows(monkeypatch):
+    """Each epoch is scored on the same ``_MONITOR_ROWS`` held-out rows,
+    drawn from the rows that choose the factor on the scale when they are
+    more."""
+    from nwensemble._fit import adam
+
+    monkeypatch.setattr(adam, "_MONITOR_ROWS", 500)
+    queries = []
+    original = adam.heldout_loss
+
+    def spy(W, Xq, *args, **kwargs):
+        queries.append(np.asarray(Xq))
+        return original(W, Xq, *args, **kwargs)
+
+    monkeypatch.setattr(adam, "heldout_loss", spy)
+    X, y = make_friedman1(n_samples=1400, n_features=5, noise=0.5, random_state=0)
+    model = NWAttentionRegressor(
+        solver="adam", validation_fraction=0.5, max_iter=3, random_state=0
+    )
+    with pytest.warns(ConvergenceWarning):
+        model.fit(X, y)
+    sizes = [q.shape[0] for q in queries]
+    # three epochs on the monitor's rows, then the scale's search on all 700
+    assert sizes[:3] == [adam._MONITOR_ROWS] * 3 and set(sizes[3:]) == {700}
+    assert all(np.array_equal(q, queries[0]) for q in queries[1:3])
+    scale_rows = {tuple(row) for row in queries[3]}
+    assert all(tuple(row) in scale_rows for row in queries[0])
+
+
 def test_adam_without_early_stopping_runs_every_epoch(data):
     """early_stopping=False: the epochs are not scored on held-out rows and
     the fit keeps the last epoch's projection (up to the final factor on its
