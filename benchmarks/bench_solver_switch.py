@@ -13,13 +13,16 @@ default 10 000) in turn on each fold, on the numeric tables of
 per ``--seeds``; prints per table and model the mean test RMSE and median
 fit time of each, and their ratio. ``--mixed`` runs
 ``bench_real_tables.py`` on ``wage`` and ``taxis_fare`` (the mixed tables
-in that range) with the embeddings' switch as it is and at ``--at`` (by
-default 2048) instead.
+in that range), each model natively and behind the one-hot pipeline, with
+the switches as they are (the native tables have embeddings, the one-hot
+pipelines numbers only), with one head on L-BFGS up to 10 000 rows
+whatever the features, and on Adam from 2048 rows whatever the features
+(``--variants library lbfgs adam`` picks).
 
 This is a measurement script: it patches the private solvers module.
 
 Run: ``python benchmarks/bench_solver_switch.py [--at 10000] [--seeds 0 1]
-[--mixed]``
+[--mixed [--variants library lbfgs adam]]``
 """
 
 import argparse
@@ -40,6 +43,18 @@ import nwensemble._fit.solvers as solvers  # noqa: E402
 from nwensemble import NWAttentionRegressor, ResidualStageRegressor  # noqa: E402
 
 MODELS = {"ResidualStage": ResidualStageRegressor, "NWAttention": NWAttentionRegressor}
+# --mixed: one head's switch as it is, or the same for every table.
+MIXED_VARIANTS = {
+    "library": ("the switches as they are", contextlib.nullcontext),
+    "lbfgs": (
+        "one head on L-BFGS up to 10 000 rows on every table",
+        lambda: mock.patch.object(solvers, "AUTO_ADAM_ROWS", 10_000),
+    ),
+    "adam": (
+        "one head on Adam from 2048 rows on every table",
+        lambda: mock.patch.object(solvers, "AUTO_ADAM_ROWS_EMBEDDINGS", 2048),
+    ),
+}
 
 
 def main():
@@ -48,18 +63,18 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--mixed", action="store_true")
+    parser.add_argument(
+        "--variants",
+        nargs="*",
+        default=list(MIXED_VARIANTS),
+        choices=list(MIXED_VARIANTS),
+    )
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     args = parser.parse_args()
-    switch = "AUTO_ADAM_ROWS_EMBEDDINGS" if args.mixed else "AUTO_ADAM_ROWS"
-    at = args.at if args.at is not None else (2048 if args.mixed else 10_000)
-    now = getattr(solvers, switch)
-    variants = {
-        f"Adam above {now}": contextlib.nullcontext,
-        f"Adam above {at}": lambda: mock.patch.object(solvers, switch, at),
-    }
     print(cpu_line())
     if args.mixed:
-        for name, setting in variants.items():
+        for variant in args.variants:
+            name, setting = MIXED_VARIANTS[variant]
             print(f"\n== {name}")
             with setting():
                 bench_real_tables.main(
@@ -71,12 +86,19 @@ def main():
                         "taxis_fare",
                         "--models",
                         *args.models,
+                        *(f"{m} one-hot" for m in args.models),
                         "HGB",
                         "--seeds",
                         str(len(args.seeds)),
                     ]
                 )
         return
+    at = 10_000 if args.at is None else args.at
+    now = solvers.AUTO_ADAM_ROWS
+    variants = {
+        f"Adam above {now}": contextlib.nullcontext,
+        f"Adam above {at}": lambda: mock.patch.object(solvers, "AUTO_ADAM_ROWS", at),
+    }
     rule, other = variants
     lo, hi = sorted((now, at))
     sets = [
