@@ -38,7 +38,7 @@ from nwensemble._shared.backend import (
 )
 from nwensemble._shared.kernels import KERNELS, resolve_kernel
 from nwensemble._table_attributes import table_attributes
-from nwensemble._validation import as_float, training_arrays
+from nwensemble._validation import as_float, reject_dates, training_arrays
 
 
 class BaseNWRegressor(
@@ -285,6 +285,7 @@ class BaseNWRegressor(
         the way back).
         """
         check_is_fitted(self)
+        reject_dates(X)
         if getattr(self, "_device", "auto") == "auto":
             same_namespace_or_raise(X, self.components_, estimator=self, method=method)
         if self.predictor_.encoder is not None:

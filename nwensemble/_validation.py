@@ -98,6 +98,7 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
     of one or several outputs, without missing values.
     """
     X = as_pandas(X)
+    reject_dates(X)
     try:
         n_features = _num_features(X)
     except TypeError:  # not a table (1-d, scalar): scikit-learn's error below
@@ -131,6 +132,30 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
             "is required."
         )
     return X, y, mask
+
+
+def reject_dates(X):
+    """A clear error for date, time and duration columns, which have no
+    single right conversion to numbers (an integer of nanoseconds would be
+    a scale nobody chose)."""
+    if is_dataframe(X):
+        dated = [
+            f"{str(c)!r} ({dtype})"
+            for c, dtype in zip(X.columns, X.dtypes)
+            if getattr(dtype, "kind", None) in ("M", "m")
+        ]
+        subject = f"Columns {', '.join(dated)} hold"
+    else:
+        dtype = getattr(X, "dtype", None)
+        dated = getattr(dtype, "kind", None) in ("M", "m")
+        subject = f"X ({dtype}) holds"
+    if dated:
+        raise ValueError(
+            f"{subject} dates, times or durations, which the estimators do not "
+            "convert: give them as numbers (for example days since a reference "
+            "date, the hour or the month, or a duration in seconds) or as "
+            "categories."
+        )
 
 
 def _raise_for_strings(X, categorical_features, exc):

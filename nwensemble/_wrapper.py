@@ -8,6 +8,7 @@ tags, and pickling on the host."""
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from nwensemble._shared.backend import get_namespace, same_namespace_or_raise, to_host
+from nwensemble._validation import reject_dates
 
 
 class WrapperMixin:
@@ -19,6 +20,7 @@ class WrapperMixin:
         """Query rows for the fitted inner estimators, in the training
         rows' namespace and with their features."""
         check_is_fitted(self)
+        reject_dates(X)
         same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
         if self._table:
             return validate_data(self, X, skip_check_array=True, reset=False)

@@ -3,7 +3,11 @@
 import numpy as np
 import pytest
 
-from nwensemble import NWAttentionRegressor
+from nwensemble import (
+    MultiHeadNWRegressor,
+    NWAttentionRegressor,
+    ResidualStageRegressor,
+)
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((30, 4))
@@ -35,6 +39,31 @@ def test_fit_rejects_bad_input(X_bad, y_bad, error, match):
     test_table.py)."""
     with pytest.raises(error, match=match):
         NWAttentionRegressor(max_iter=2).fit(X_bad, y_bad)
+
+
+@pytest.mark.parametrize(
+    "Estimator", [NWAttentionRegressor, MultiHeadNWRegressor, ResidualStageRegressor]
+)
+@pytest.mark.parametrize("with_strings", [False, True])
+def test_dates_and_durations_are_refused_by_name(Estimator, with_strings):
+    """A date or duration column gets a clear error at fit and at predict,
+    on a table of numbers (where NumPy's own error named no column) and on
+    one with categorical columns (which converted dates to nanoseconds)."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": X[:, 0], "when": pd.date_range("2020", periods=30)})
+    if with_strings:
+        frame["level"] = np.where(X[:, 1] > 0, "u", "v")
+    with pytest.raises(ValueError, match=r"'when' \(datetime64.*dates, times"):
+        Estimator().fit(frame, y)
+    lasted = frame.assign(when=pd.to_timedelta(np.arange(30), unit="h"))
+    with pytest.raises(ValueError, match=r"'when' \(timedelta64"):
+        Estimator().fit(lasted, y)
+    model = Estimator(random_state=0).fit(frame.drop(columns="when"), y)
+    dated = frame.drop(columns="when").assign(a=frame["when"])
+    with pytest.raises(ValueError, match=r"'a' \(datetime64"):
+        model.predict(dated)
+    with pytest.raises(ValueError, match=r"X \(datetime64\[D\]\) holds dates"):
+        Estimator().fit(np.full((30, 2), np.datetime64("2020-01-01")), y)
 
 
 def test_predict_rejects_wrong_feature_count():
