@@ -211,7 +211,6 @@ def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, 
 
 
 def _local_linear_keys(Z, Y, sw, n_heads):
-
     low, high = target_range(Y, sw, xp=np)
     return Keys(
         Z,

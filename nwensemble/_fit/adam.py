@@ -44,10 +44,8 @@ _EPS = 1e-8
 # Held-out rows that choose the final factor on the scale (against all
 # training rows) ...
 _VALIDATION_ROWS = 1000
-# ... and those of them scored after each epoch, the same rows every epoch
-# (all of them: fewer made the fits faster on some tables and less
-# accurate on the ones whose test rows differ most, the benchmarks page's
-# levers).
+# ... and those of them scored after each epoch, the same rows every epoch:
+# all of them (the benchmarks page's levers weigh fewer).
 _MONITOR_ROWS = 1000
 # Exponents of the factors 2^e on W's scale tried first after training.
 _SCALE_EXPONENTS = (-1.0, 0.0, 1.0, 2.0, 3.0)
@@ -70,12 +68,10 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     positive = np.flatnonzero(to_numpy(swt) > 0)
     n = positive.shape[0]
     batch = min(AUTO_BATCH if config.batch_size == "auto" else config.batch_size, n)
-    val = _subset(val, _VALIDATION_ROWS, rng=rng, xp=xp)
-    monitored = _subset(val, _MONITOR_ROWS, rng=rng, xp=xp)
     # Many float64 rows: the losses in float32, W and Adam's state as they are.
     train = Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp, n_rows=n)
-    val = loss_rows(*val, xp=xp, n_rows=n)
-    monitored = loss_rows(*monitored, xp=xp, n_rows=n)
+    val = loss_rows(*_subset(val, _VALIDATION_ROWS, rng=rng, xp=xp), xp=xp, n_rows=n)
+    monitored = _subset(val, _MONITOR_ROWS, rng=rng, xp=xp)
     W = xp.asarray(W0, dtype=Xs.dtype, device=dev)
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)

@@ -16,8 +16,8 @@ from nwensemble._shared.design import as_dtype
 # From this many float64 rows on, losses are evaluated in float32: from
 # the size of one-head L-BFGS's coarse stage and Adam's minibatch, so that
 # every stage and fit that size or larger takes the faster evaluation
-# (float32 is the faster at every size, see the performance notes);
-# smaller fits are cheap either way.
+# (the performance notes compare the two); smaller fits are cheap either
+# way.
 FLOAT32_LOSS_ROWS = 1024
 
 

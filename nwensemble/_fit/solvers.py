@@ -18,8 +18,8 @@ from nwensemble._fit.lbfgs import fit_lbfgs
 AUTO_ADAM_ROWS = 2048
 # ... and above this many where some features are embeddings (categorical
 # features, missing values): a minibatch step moves a level's embedding
-# only when rows of that level are drawn, and on a table with levels of few
-# rows Adam ended less accurate.
+# only when rows of that level are drawn (the benchmarks page's levers
+# weigh the two switches).
 AUTO_ADAM_ROWS_EMBEDDINGS = 10_000
 # Several heads take Adam from here on: full-batch L-BFGS over all rows
 # (their only schedule) then takes longer than Adam and ends less accurate.
