@@ -29,6 +29,7 @@ from nwensemble._fit.allocation import (
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._shared.backend import where
 from nwensemble._validation import validate_fit_data
+from nwensemble._wrapper import kept_as_table
 
 
 class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEstimator):
@@ -355,7 +356,7 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         )
         n, p = X.shape
         self._fit_where = where(X)
-        self._table = mask is not None
+        self._table = kept_as_table(mask)
         self.budget_ = self._budget(n, p)
         H, d = theory_allocation(n, p, self.budget_, self.smoothness)
         self.theory_allocation_ = {"n_heads": H, "head_dim": d}

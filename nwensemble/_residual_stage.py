@@ -27,7 +27,7 @@ from nwensemble._shared.backend import (
 )
 from nwensemble._single_head import NWAttentionRegressor
 from nwensemble._validation import validate_fit_data
-from nwensemble._wrapper import WrapperMixin
+from nwensemble._wrapper import WrapperMixin, kept_as_table
 
 # Residuals beyond this many robust standard deviations weigh less in the
 # second stage (the three-sigma rule for outliers).
@@ -214,7 +214,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             )
         second.fit(_rows(X, host_rows), target, **fit_params)
         self._fit_where = where(X)
-        self._table = mask is not None
+        self._table = kept_as_table(mask)
         self.estimator_ = first
         self.residual_estimator_ = second
         self.residual_rows_ = rows

@@ -137,17 +137,22 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
 def reject_dates(X):
     """A clear error for date, time and duration columns, which have no
     single right conversion to numbers (an integer of nanoseconds would be
-    a scale nobody chose)."""
+    a scale nobody chose): NumPy and pandas date and duration dtypes,
+    pandas periods, and ``object`` columns whose values are dates, times or
+    durations (which would otherwise become categories, one per date)."""
     if is_dataframe(X):
         dated = [
             f"{str(c)!r} ({dtype})"
             for c, dtype in zip(X.columns, X.dtypes)
-            if getattr(dtype, "kind", None) in ("M", "m")
+            if _dated_dtype(dtype) or (_objects(dtype) and _holds_dates(X[c]))
         ]
         subject = f"Columns {', '.join(dated)} hold"
+    elif _objects(getattr(X, "dtype", None)) and getattr(X, "ndim", 0) == 2:
+        dated = [str(j) for j in range(X.shape[1]) if _holds_dates(X[:, j])]
+        subject = f"Columns {', '.join(dated)} of X (object) hold"
     else:
         dtype = getattr(X, "dtype", None)
-        dated = getattr(dtype, "kind", None) in ("M", "m")
+        dated = _dated_dtype(dtype)
         subject = f"X ({dtype}) holds"
     if dated:
         raise ValueError(
@@ -156,6 +161,40 @@ def reject_dates(X):
             "date, the hour or the month, or a duration in seconds) or as "
             "categories."
         )
+
+
+def _dated_dtype(dtype):
+    """Whether ``dtype`` is a date, time, duration or period dtype."""
+    return getattr(dtype, "kind", None) in ("M", "m") or (
+        type(dtype).__name__ == "PeriodDtype"
+    )
+
+
+def _objects(dtype):
+    """Whether ``dtype`` is NumPy's ``object`` (Python values of any type)."""
+    return isinstance(dtype, np.dtype) and dtype.kind == "O"
+
+
+def _holds_dates(values):
+    """Whether the first present value of an ``object`` column (an
+    iterable) is a date, time, duration or period: a column's values share
+    a type as a rule, and the first is enough to name the column."""
+    import datetime
+
+    kinds = (datetime.date, datetime.time, datetime.timedelta)
+    kinds += (np.datetime64, np.timedelta64)
+    for value in values:
+        if not _missing(value):
+            return isinstance(value, kinds) or type(value).__name__ == "Period"
+    return False
+
+
+def _missing(value):
+    """Whether a Python value is missing: None, NaN, NaT or pandas' NA."""
+    try:
+        return value is None or bool(value != value)
+    except TypeError:  # pandas.NA, whose comparisons are NA
+        return True
 
 
 def _raise_for_strings(X, categorical_features, exc):

@@ -11,6 +11,15 @@ from nwensemble._shared.backend import get_namespace, same_namespace_or_raise, t
 from nwensemble._validation import reject_dates
 
 
+def kept_as_table(mask):
+    """``_table`` for the ``mask`` of ``validate_fit_data``: whether it
+    returned the rows as given, to be encoded (categorical columns), rather
+    than as a validated array (numbers, with or without missing values),
+    which is what the inner estimators were fitted on and what the queries
+    must become."""
+    return mask is not None and bool(mask.any())
+
+
 class WrapperMixin:
     """For an estimator whose ``fit`` validates with ``validate_fit_data``
     and sets ``_fit_where`` (``backend.where`` of the training rows) and

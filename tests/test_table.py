@@ -200,6 +200,23 @@ def test_all_missing_and_single_level_columns_carry_nothing():
     assert_allclose(model.predict(other), model.predict(query), rtol=1e-12)
 
 
+def test_an_all_missing_column_among_numbers_carries_nothing():
+    """A numeric column never observed in a table without categorical
+    columns or other missing values (no code column at all) is accepted as
+    above, as a DataFrame or as an array."""
+    X, y = mixed_frame(n=120, seed=6)
+    numbers = X.drop(columns="color").assign(empty=np.nan)
+    for table in (numbers, numbers.to_numpy()):
+        model = _quiet(NWAttentionRegressor(max_iter=10, random_state=0), table, y)
+        query = table[:5].copy()
+        other = query.copy()
+        if isinstance(other, np.ndarray):
+            other[:, -1] = 123.0
+        else:
+            other["empty"] = 123.0
+        assert_allclose(model.predict(other), model.predict(query), rtol=1e-12)
+
+
 @pytest.mark.parametrize("kernel", ["softmax", "epanechnikov"])
 @pytest.mark.parametrize("solver", ["lbfgs", "adam"])
 def test_every_method_works_on_a_table(kernel, solver):

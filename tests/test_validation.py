@@ -64,6 +64,17 @@ def test_dates_and_durations_are_refused_by_name(Estimator, with_strings):
         model.predict(dated)
     with pytest.raises(ValueError, match=r"X \(datetime64\[D\]\) holds dates"):
         Estimator().fit(np.full((30, 2), np.datetime64("2020-01-01")), y)
+    months = frame.assign(when=pd.period_range("2020-01", periods=30, freq="M"))
+    with pytest.raises(ValueError, match=r"'when' \(period\[M\]\) hold dates"):
+        Estimator().fit(months, y)
+    # Date objects in an object column would otherwise be categories, one
+    # level per date; the first present value names the column.
+    days = frame.assign(when=[None] + [d.date() for d in frame["when"][1:]])
+    with pytest.raises(ValueError, match=r"'when' \(object\) hold dates"):
+        Estimator().fit(days, y)
+    rows = np.column_stack([X[:, 0], days["when"].to_numpy()]).astype(object)
+    with pytest.raises(ValueError, match=r"Columns 1 of X \(object\) hold dates"):
+        Estimator().fit(rows, y)
 
 
 def test_predict_rejects_wrong_feature_count():

@@ -265,6 +265,8 @@ class FeatureMap:
         codes = [table.codes[:, j] for j in range(table.codes.shape[1])]
         for j in layout.missing.tolist():
             codes.append(xp.astype(~valid[:, j], table.codes.dtype))
+        if not codes:  # numbers only, the missing ones in never-observed columns
+            return Design(N, table.codes, layout.total)
         offsets = xp.asarray(layout.offsets, dtype=table.codes.dtype, device=dev)
         C = xp.stack(codes, axis=1) + offsets[None, :]
         return Design(N, C, layout.total)
