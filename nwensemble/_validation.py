@@ -56,7 +56,9 @@ def training_arrays(estimator, X, y, sample_weight):
         X = X if table else move_to(X, xp=xp, device=dev)
     encoder = None
     if table:
-        encoder = fit_encoder(X, mask, to_numpy(sw), _feature_names(estimator, X))
+        from_dtype = isinstance(estimator.categorical_features, str)
+        names = _feature_names(estimator, X)
+        encoder = fit_encoder(X, mask, to_numpy(sw), names, from_dtype=from_dtype)
         float32 = getattr(X, "dtype", None) == xp.float32
         X = encoder.encode(
             X, xp=xp, device=dev, dtype=xp.float32 if float32 else xp.float64

@@ -200,6 +200,30 @@ def test_all_missing_and_single_level_columns_carry_nothing():
     assert_allclose(model.predict(other), model.predict(query), rtol=1e-12)
 
 
+def test_numbers_read_as_text_are_named_in_a_warning():
+    """A CSV column of numbers with a marker such as '?' for missing values
+    is read as text, hence taken as categorical by its dtype: the fit says
+    so and how to convert it; genuine levels, a ``category`` dtype and an
+    explicit ``categorical_features`` are not warned about."""
+    X, y = mixed_frame(n=120, seed=3)
+    horsepower = X["x"].round(1).astype(str).where(np.arange(120) % 20 > 0, "?")
+    read = X.assign(x=horsepower.astype(object))
+    model = NWAttentionRegressor(max_iter=2, random_state=0)
+    with pytest.warns(
+        UserWarning, match=r"Column 'x' is categorical.*'\?'.*to_numeric"
+    ):
+        model.fit(read, y)
+    quiet = [
+        (X, "from_dtype"),
+        (read, [0, 1]),
+        (X.assign(x=pd.Categorical(X["x"].round(1))), "from_dtype"),
+    ]
+    for table, categorical in quiet:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            _quiet(model.set_params(categorical_features=categorical), table, y)
+
+
 def test_an_all_missing_column_among_numbers_carries_nothing():
     """A numeric column never observed in a table without categorical
     columns or other missing values (no code column at all) is accepted as

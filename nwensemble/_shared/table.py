@@ -13,6 +13,7 @@ training take too; a missing value has a code of its own.
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,11 +311,15 @@ class TableEncoder:
         return orders
 
 
-def fit_encoder(X, mask, sw, names):
+def fit_encoder(X, mask, sw, names, *, from_dtype=False):
     """The ``TableEncoder`` of training rows ``X`` with categorical columns
     ``mask`` (a boolean array; may be all False) and sample weights ``sw``
-    (NumPy)."""
-    cols = columns(as_pandas(X))
+    (NumPy). ``from_dtype``: the mask came from the columns' dtypes, so
+    warn where a text column so chosen holds numbers (see
+    ``_warn_numbers_as_text``)."""
+    X = as_pandas(X)
+    cols = columns(X)
+    text = _text_columns(X) if from_dtype else np.zeros(len(cols), dtype=bool)
     weighted = np.asarray(sw) > 0
     levels, frequent = [], []
     for j in np.flatnonzero(mask):
@@ -323,7 +328,54 @@ def fit_encoder(X, mask, sw, names):
         kept, counts = _first_appearance(values, missing, weighted)
         levels.append(kept)
         frequent.append(counts >= MIN_LEVEL_ROWS)
+        if text[j]:
+            _warn_numbers_as_text(kept, counts, names[j])
     return TableEncoder(np.asarray(mask, dtype=bool), list(names), levels, frequent)
+
+
+def _text_columns(X):
+    """Which columns of ``X`` hold text or Python objects: a DataFrame's
+    string and ``object`` columns (not ``category``, whose levels a user
+    chose), every column of an array."""
+    if not is_dataframe(X):
+        return np.ones(X.shape[1], dtype=bool)
+    import pandas as pd
+
+    types = pd.api.types
+    return np.array(
+        [
+            not isinstance(dtype, pd.CategoricalDtype)
+            and not types.is_bool_dtype(dtype)
+            and (types.is_string_dtype(dtype) or types.is_object_dtype(dtype))
+            for dtype in X.dtypes
+        ],
+        dtype=bool,
+    )
+
+
+def _warn_numbers_as_text(levels, counts, name):
+    """Warn when most rows of a categorical column hold numbers (mostly
+    written as text, as a CSV column with a marker such as ``'?'`` for
+    missing values is read): it was taken as categories by its dtype, and
+    numbers as categories lose their order and their distances."""
+    numeric = np.array(
+        [_is_number(v) and not isinstance(v, (bool, np.bool_)) for v in levels],
+        dtype=bool,
+    )
+    total = int(counts.sum())
+    if total == 0 or 2 * int(counts[numeric].sum()) <= total:
+        return
+    others = [repr(v) for v in levels[~numeric][:3]]
+    rest = f"; its other values include {', '.join(others)}" if others else ""
+    warnings.warn(
+        f"Column {name} is categorical by its dtype, but most of its values "
+        f"are numbers (for example {levels[numeric][0]!r}){rest}. If it holds "
+        "numbers, convert it (for example with pandas.to_numeric(..., "
+        "errors='coerce'), which makes the other values missing); if it holds "
+        "categories, give categorical_features explicitly.",
+        UserWarning,
+        stacklevel=2,
+    )
 
 
 def _first_appearance(values, missing, weighted):
