@@ -93,11 +93,11 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
     ``X`` are categorical.
 
     Returns ``(X, y, mask)``. ``mask`` None: ``X`` is a floating array of at
-    least two rows without missing values (a table of numbers). Otherwise
-    ``mask`` is the boolean mask of the categorical columns (all False for
-    numbers with missing values) and ``X`` the table as given (a DataFrame,
-    or an array), to be encoded (``table.fit_encoder``). ``y`` is numeric,
-    of one or several outputs, without missing values.
+    least two rows without missing values (a table of numbers). All False:
+    ``X`` is such an array with missing values. Otherwise ``mask`` is the
+    boolean mask of the categorical columns and ``X`` the table as given (a
+    DataFrame, or an array), to be encoded (``table.fit_encoder``). ``y`` is
+    numeric, of one or several outputs, without missing values.
     """
     X = as_pandas(X)
     reject_dates(X)
@@ -197,6 +197,8 @@ def _missing(value):
         return value is None or bool(value != value)
     except TypeError:  # pandas.NA, whose comparisons are NA
         return True
+    except ValueError:  # an array, compared element by element
+        return False
 
 
 def _raise_for_strings(X, categorical_features, exc):
