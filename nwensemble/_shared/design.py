@@ -6,8 +6,10 @@ A head projects a row to ``Z = N W_N + sum_j E[c_j]``: the numeric block
 the parameters, plus, per code column ``j``, the embedding row of the row's
 code. That is the one-hot matrix ``[N, onehot(c_1), ...]`` times the
 parameters ``W = [W_N; E]`` stacked, computed by gathers; its gradient
-``[N^T G; segment sums of G by code]`` by one sort of the codes. Memory
-grows with the rows and the levels, not with their product.
+``[N^T G; segment sums of G by code]``, on the host by the one-hot matrix
+held sparse (one entry per row and code column), elsewhere by one sort of
+the codes. Memory grows with the rows and the levels, not with their
+product.
 
 ``project``, ``backproject``, ``take_rows_of`` and ``as_dtype`` accept a plain
 array too (a table of numbers only), so that the fitting engine has one
@@ -20,7 +22,10 @@ path for both.
 from dataclasses import dataclass, field
 from typing import Any
 
-from nwensemble._shared.backend import device, namespace_of
+import numpy as np
+from scipy.sparse import csr_array
+
+from nwensemble._shared.backend import device, eager_host, namespace_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,20 +46,9 @@ class Design:
     numeric: Any
     codes: Any
     n_codes: int
-    _order: Any = field(default=None, repr=False)
-    _bounds: Any = field(default=None, repr=False)
-
-    def __post_init__(self):
-        # The sort that turns a gradient's rows into segment sums by code,
-        # made once per set of rows.
-        xp = namespace_of(self.numeric)[0]
-        n, q = self.codes.shape
-        flat = xp.reshape(xp.permute_dims(self.codes, (1, 0)), (n * q,))
-        order = xp.argsort(flat, stable=True)
-        ranks = xp.arange(self.n_codes + 1, dtype=flat.dtype, device=device(flat))
-        bounds = xp.searchsorted(xp.take(flat, order), ranks)
-        object.__setattr__(self, "_order", order % n if n else order)
-        object.__setattr__(self, "_bounds", bounds)
+    # What turns a gradient's rows into sums by code, made once per set of
+    # rows, on the first backprojection (see ``_code_sums``).
+    _summing: Any = field(default=None, repr=False)
 
     @property
     def shape(self):
@@ -79,14 +73,44 @@ class Design:
         """``[N, onehot]^T @ G`` for ``G`` (n, k): the parameters' gradient
         from the projected rows' gradient ``G``."""
         xp = namespace_of(self.numeric)[0]
-        k = G.shape[1]
-        rows = xp.astype(xp.take(G, self._order, axis=0), xp.float64)
-        zero = xp.zeros((1, k), dtype=xp.float64, device=device(G))
-        cum = xp.concat([zero, xp.cumulative_sum(rows, axis=0)], axis=0)
-        sums = xp.take(cum, self._bounds[1:], axis=0) - xp.take(
-            cum, self._bounds[:-1], axis=0
-        )
+        sums = self._code_sums(G, xp=xp)
         return xp.concat([self.numeric.T @ G, xp.astype(sums, G.dtype)], axis=0)
+
+    def _code_sums(self, G, *, xp):
+        """Per embedding row, the float64 sum of the rows of ``G`` that
+        carry its code.
+
+        On the host the transposed one-hot matrix, held sparse, times ``G``:
+        one pass over the rows' codes. Elsewhere (no sparse product in the
+        array API) the rows of ``G`` in the order of their codes, whose
+        running sum is read at each code's bounds: a gather and a running
+        sum over ``n * q`` rows of ``k``, several times the sparse
+        product's time on the host.
+        """
+        n, q = self.codes.shape
+        if eager_host(xp):
+            if self._summing is None:
+                one_hot = csr_array(
+                    (
+                        np.ones(n * q),
+                        np.reshape(self.codes, (-1,)),
+                        np.arange(n + 1) * q,
+                    ),
+                    shape=(n, self.n_codes),
+                )
+                object.__setattr__(self, "_summing", one_hot.T)
+            return self._summing @ np.asarray(G, dtype=np.float64)
+        if self._summing is None:
+            flat = xp.reshape(xp.permute_dims(self.codes, (1, 0)), (n * q,))
+            order = xp.argsort(flat, stable=True)
+            ranks = xp.arange(self.n_codes + 1, dtype=flat.dtype, device=device(flat))
+            bounds = xp.searchsorted(xp.take(flat, order), ranks)
+            object.__setattr__(self, "_summing", (order % n if n else order, bounds))
+        order, bounds = self._summing
+        rows = xp.astype(xp.take(G, order, axis=0), xp.float64)
+        zero = xp.zeros((1, G.shape[1]), dtype=xp.float64, device=device(G))
+        cum = xp.concat([zero, xp.cumulative_sum(rows, axis=0)], axis=0)
+        return xp.take(cum, bounds[1:], axis=0) - xp.take(cum, bounds[:-1], axis=0)
 
     def take(self, rows):
         """The rows ``rows`` (an integer array of the namespace)."""
