@@ -14,6 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._shared import table as table_module
 from nwensemble._shared.table import MIN_LEVEL_ROWS
 
 pd = pytest.importorskip("pandas")
@@ -222,6 +223,31 @@ def test_numbers_read_as_text_are_named_in_a_warning():
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)
             _quiet(model.set_params(categorical_features=categorical), table, y)
+
+
+def test_levels_by_pandas_hash_tables_are_those_of_the_loop(monkeypatch):
+    """pandas' hash tables (where pandas is installed) number the levels and
+    find them at prediction as the loop over the rows does without pandas:
+    3, 3.0 and np.int64(3) one level, True and 1 one level, '3' and b'a'
+    levels of their own, missing values none."""
+    values = np.array(
+        [3, 3.0, np.int64(3), "3", None, np.float64(2.0), 2, True, 1, np.nan,
+         "a", np.str_("a"), b"a", -0.0, 0.0, 0, pd.NA],
+        dtype=object,
+    )  # fmt: skip
+    missing = table_module.missing_mask(values)
+    weighted = np.arange(values.shape[0]) % 3 > 0
+    queries = np.array([3.0, "a", 7, None, 0, 1.0, b"a", "3"], dtype=object)
+    levels, counts = table_module._first_appearance(values, missing, weighted)
+    ids = table_module._level_ids(queries, levels)
+    monkeypatch.setattr(table_module, "_pandas", lambda: None)
+    loop_levels, loop_counts = table_module._first_appearance(values, missing, weighted)
+    assert [table_module._key(v) for v in levels] == [
+        table_module._key(v) for v in loop_levels
+    ]
+    assert_array_equal(counts, loop_counts)
+    assert_array_equal(ids, table_module._level_ids(queries, loop_levels))
+    assert ids.tolist() == [0, 4, -1, -2, 6, 3, 5, 1]
 
 
 def test_an_all_missing_column_among_numbers_carries_nothing():

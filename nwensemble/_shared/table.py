@@ -380,7 +380,24 @@ def _warn_numbers_as_text(levels, counts, name):
 
 def _first_appearance(values, missing, weighted):
     """The non-missing values of a column in the order they first appear,
-    and the rows of positive weight that hold each."""
+    and the rows of positive weight that hold each.
+
+    Values are one level where Python's dicts would make them one key (see
+    ``_key``): by pandas' hash tables where pandas is installed, by a loop
+    over the rows in Python otherwise."""
+    pd = _pandas()
+    if pd is None:
+        return _first_appearance_by_loop(values, missing, weighted)
+    present = ~missing
+    codes, uniques = pd.factorize(_as_objects(values[present]))
+    counts = np.bincount(codes[weighted[present]], minlength=len(uniques))
+    out = np.empty(len(uniques), dtype=object)
+    out[:] = list(uniques)
+    return out, counts.astype(np.int64)
+
+
+def _first_appearance_by_loop(values, missing, weighted):
+    """``_first_appearance`` without pandas."""
     index, counts, order = {}, [], []
     for v, miss, w in zip(values, missing, weighted):
         if miss:
@@ -409,12 +426,29 @@ def _key(v):
 
 def _level_ids(values, levels):
     """Each value's position in ``levels``; -1 unseen, -2 missing."""
-    index = {_key(v): k for k, v in enumerate(levels)}
     missing = missing_mask(values)
-    return np.array(
-        [-2 if miss else index.get(_key(v), -1) for v, miss in zip(values, missing)],
-        dtype=np.int64,
-    )
+    pd = _pandas()
+    if pd is None:
+        index = {_key(v): k for k, v in enumerate(levels)}
+        ids = [index.get(_key(v), -1) for v in values]
+    else:
+        ids = pd.Index(levels, dtype=object).get_indexer(_as_objects(values))
+    return np.where(missing, -2, np.asarray(ids, dtype=np.int64))
+
+
+def _as_objects(values):
+    """``values`` as an ``object`` array: pandas then hashes and compares
+    them as Python's dicts do (a float 3.0 and an integer 3 alike)."""
+    return values.astype(object, copy=False)
+
+
+def _pandas():
+    """pandas, or None where it is not installed (it is optional)."""
+    try:
+        import pandas
+    except ImportError:  # pragma: no cover - pandas is optional
+        return None
+    return pandas
 
 
 def _codes(level_ids, frequent):
