@@ -432,7 +432,11 @@ def _level_ids(values, levels):
         index = {_key(v): k for k, v in enumerate(levels)}
         ids = [index.get(_key(v), -1) for v in values]
     else:
-        ids = pd.Index(levels, dtype=object).get_indexer(_as_objects(values))
+        # Both as object indexes: pandas would otherwise infer the values'
+        # type first (a string dtype for text), a pass that costs more than
+        # the lookup.
+        queries = pd.Index(_as_objects(values), dtype=object)
+        ids = pd.Index(levels, dtype=object).get_indexer(queries)
     return np.where(missing, -2, np.asarray(ids, dtype=np.int64))
 
 
