@@ -32,18 +32,16 @@ Run: ``python benchmarks/bench_linear_term.py [--sets ...] [--folds 5]
 """
 
 import argparse
-import glob
+import math
 import os
 import sys
 import time
 import warnings
 
 import numpy as np
-import pandas as pd
 from sklearn.compose import make_column_selector, make_column_transformer
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import RidgeCV
-from sklearn.model_selection import KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, PowerTransformer, StandardScaler
 
@@ -52,7 +50,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import cpu_line  # noqa: E402
-from bench_accuracy import geo, numeric_sets  # noqa: E402
+from bench_accuracy import geo  # noqa: E402
+from bench_members import tables  # noqa: E402
 
 from nwensemble import MultiHeadNWRegressor, ResidualStageRegressor  # noqa: E402
 
@@ -61,10 +60,10 @@ VARIANTS = ("linear + RS", "chosen by LOO", "chosen by start", "linear")
 
 
 def ridge(scaler, table):
-    """The linear term: a ridge on scaled features (a ``table`` DataFrame's
-    string columns one-hot encoded, its numbers imputed)."""
+    """The linear term: a ridge on scaled features (with ``table``, for a
+    DataFrame: its string columns one-hot encoded, its numbers imputed)."""
     scale = PowerTransformer() if scaler == "power" else StandardScaler()
-    if table is None:
+    if not table:
         return make_pipeline(scale, RidgeCV(alphas=PENALTIES))
     numbers = make_pipeline(SimpleImputer(strategy="median", add_indicator=True), scale)
     levels = OneHotEncoder(
@@ -77,22 +76,6 @@ def ridge(scaler, table):
     return make_pipeline(encode, RidgeCV(alphas=PENALTIES))
 
 
-def tables(folder, names):
-    """``(name, X, y, folds, frame)`` for the numeric sets (``frame`` None)
-    and the mixed tables (``frame`` True) among ``names`` (all when None)."""
-    for name, X, y, folds, _ in numeric_sets(folder):
-        if names is None or name in names:
-            yield name, X, y, folds, None
-    for path in sorted(glob.glob(os.path.join(folder, "mixed", "*.csv"))):
-        name = os.path.basename(path)[:-4]
-        if names is not None and name not in names:
-            continue
-        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        X, y = frame.drop(columns="target"), frame["target"].to_numpy(float)
-        folds = list(KFold(5, shuffle=True, random_state=0).split(X))
-        yield name, X, y, folds, True
-
-
 def rms(a):
     return float(np.sqrt(np.nanmean(np.asarray(a, dtype=float) ** 2)))
 
@@ -103,7 +86,7 @@ def one_fold(X, y, train, test, seed, scaler, table):
     rows = (lambda r: X.iloc[r]) if table else (lambda r: X[r])
     Xtr, Xte, ytr, yte = rows(train), rows(test), y[train], y[test]
     alone = ResidualStageRegressor(random_state=seed).fit(Xtr, ytr)
-    linear = ridge(scaler, X if table else None).fit(Xtr, ytr)
+    linear = ridge(scaler, table).fit(Xtr, ytr)
     residual = ytr - linear.predict(Xtr)
     summed = ResidualStageRegressor(random_state=seed).fit(Xtr, residual)
     start = [
@@ -137,7 +120,10 @@ def main(argv=None):
     print(cpu_line())
     print(f"ridge on {args.scaler} features; folds {args.folds}, seeds {args.seeds}")
     ratios = {v: [] for v in VARIANTS}
-    for name, X, y, folds, table in tables(args.data, args.sets):
+    for name, X, y, folds in tables(args.data, math.inf, mixed=True):
+        if args.sets is not None and name not in args.sets:
+            continue
+        table = hasattr(X, "iloc")
         errors, took = {}, {}
         start = time.perf_counter()
         for train, test in folds[: args.folds]:

@@ -24,6 +24,7 @@ from nwensemble._shared.table import (
     categorical_mask,
     fit_encoder,
     is_dataframe,
+    missing_mask,
 )
 
 
@@ -178,27 +179,18 @@ def _objects(dtype):
 
 
 def _holds_dates(values):
-    """Whether the first present value of an ``object`` column (an
-    iterable) is a date, time, duration or period: a column's values share
-    a type as a rule, and the first is enough to name the column."""
+    """Whether the first present value of an ``object`` column is a date,
+    time, duration or period: a column's values share a type as a rule,
+    and the first is enough to name the column."""
     import datetime
 
+    values = np.asarray(values, dtype=object)
+    present = values[~missing_mask(values)]
+    if present.shape[0] == 0:
+        return False
     kinds = (datetime.date, datetime.time, datetime.timedelta)
     kinds += (np.datetime64, np.timedelta64)
-    for value in values:
-        if not _missing(value):
-            return isinstance(value, kinds) or type(value).__name__ == "Period"
-    return False
-
-
-def _missing(value):
-    """Whether a Python value is missing: None, NaN, NaT or pandas' NA."""
-    try:
-        return value is None or bool(value != value)
-    except TypeError:  # pandas.NA, whose comparisons are NA
-        return True
-    except ValueError:  # an array, compared element by element
-        return False
+    return isinstance(present[0], kinds) or type(present[0]).__name__ == "Period"
 
 
 def _raise_for_strings(X, categorical_features, exc):

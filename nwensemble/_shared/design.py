@@ -84,8 +84,8 @@ class Design:
         one pass over the rows' codes. Elsewhere (no sparse product in the
         array API) the rows of ``G`` in the order of their codes, whose
         running sum is read at each code's bounds: a gather and a running
-        sum over ``n * q`` rows of ``k``, several times the sparse
-        product's time on the host.
+        sum over ``n * q`` rows of ``k`` (the benchmarks page compares the
+        two).
         """
         n, q = self.codes.shape
         if eager_host(xp):

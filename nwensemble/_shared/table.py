@@ -117,13 +117,11 @@ def _mask_from_dtypes(X):
     if is_dataframe(X):
         import pandas as pd
 
-        types = pd.api.types
         return np.array(
             [
                 isinstance(dtype, pd.CategoricalDtype)
-                or types.is_bool_dtype(dtype)
-                or types.is_string_dtype(dtype)
-                or types.is_object_dtype(dtype)
+                or pd.api.types.is_bool_dtype(dtype)
+                or _text_dtype(dtype)
                 for dtype in X.dtypes
             ],
             dtype=bool,
@@ -334,22 +332,24 @@ def fit_encoder(X, mask, sw, names, *, from_dtype=False):
 
 
 def _text_columns(X):
-    """Which columns of ``X`` hold text or Python objects: a DataFrame's
-    string and ``object`` columns (not ``category``, whose levels a user
-    chose), every column of an array."""
+    """Which columns of ``X`` hold text or Python objects (see
+    ``_text_dtype``); every column of an array."""
     if not is_dataframe(X):
         return np.ones(X.shape[1], dtype=bool)
+    return np.array([_text_dtype(dtype) for dtype in X.dtypes], dtype=bool)
+
+
+def _text_dtype(dtype):
+    """Whether a DataFrame column of ``dtype`` holds text or Python objects:
+    a string or ``object`` dtype, not ``category`` (whose levels a user
+    chose) nor boolean."""
     import pandas as pd
 
     types = pd.api.types
-    return np.array(
-        [
-            not isinstance(dtype, pd.CategoricalDtype)
-            and not types.is_bool_dtype(dtype)
-            and (types.is_string_dtype(dtype) or types.is_object_dtype(dtype))
-            for dtype in X.dtypes
-        ],
-        dtype=bool,
+    return (
+        not isinstance(dtype, pd.CategoricalDtype)
+        and not types.is_bool_dtype(dtype)
+        and (types.is_string_dtype(dtype) or types.is_object_dtype(dtype))
     )
 
 
@@ -433,8 +433,7 @@ def _level_ids(values, levels):
         ids = [index.get(_key(v), -1) for v in values]
     else:
         # Both as object indexes: pandas would otherwise infer the values'
-        # type first (a string dtype for text), a pass that costs more than
-        # the lookup.
+        # type first (a string dtype for text), one more pass over them.
         queries = pd.Index(_as_objects(values), dtype=object)
         ids = pd.Index(levels, dtype=object).get_indexer(queries)
     return np.where(missing, -2, np.asarray(ids, dtype=np.int64))
