@@ -18,7 +18,10 @@ Sections:
   ``exp`` section.
 * ``train``: one leave-one-out loss and gradient of one softmax head
   (``loo_loss_and_grad``, float32, ``n = --train-n`` rows, head_dim 8 and
-  16) on one BLAS thread, as fits hold BLAS; nanoseconds per n x n entry.
+  16): NumPy's path through (n, n) blocks against the compiled sweep over
+  blocks of rows, each on one thread (BLAS and the host's threads held to
+  one) and on the host's threads as a fit's evaluations may run (BLAS on
+  one thread each, ``products_on_threads``). Nanoseconds per n x n entry.
 * ``compile``: the kernels' first use in a fresh process, with an empty
   cache (cold: compiled) and with the cache that run left (warm: loaded);
   the first fit of a small model less its second fit.
@@ -144,12 +147,13 @@ def section_train(args):
 
     from nwensemble._fit.loo_loss import loo_loss_and_grad
     from nwensemble._shared import compiled
+    from nwensemble._shared.backend import products_on_threads
     from nwensemble._shared.kernels import KERNELS
 
     n = args.train_n
     print(f"\n== one training evaluation, one head, n = {n}, float32: ns per entry")
     rng = np.random.default_rng(0)
-    for d in (8, 16):
+    for d, threads in itertools.product((8, 16), (False, True)):
         X = rng.standard_normal((n, d)).astype(np.float32)
         W = (0.5 * rng.standard_normal((d, d))).astype(np.float32)
         Y = rng.standard_normal((n, 1)).astype(np.float32)
@@ -159,19 +163,21 @@ def section_train(args):
         def run(flag):
             def go():
                 compiled.ENABLED = flag
-                loo_loss_and_grad(
-                    W,
-                    X,
-                    Y,
-                    sw,
-                    xp=np,
-                    kernel=KERNELS["softmax"],
-                    workspace=spaces[flag],
-                )
+                with products_on_threads(threads):
+                    loo_loss_and_grad(
+                        W,
+                        X,
+                        Y,
+                        sw,
+                        xp=np,
+                        kernel=KERNELS["softmax"],
+                        workspace=spaces[flag],
+                    )
 
             return go
 
-        with threadpool_limits(1, user_api="blas"):
+        # One thread: OpenMP's limit holds the host's threads too.
+        with threadpool_limits(1, user_api=None if not threads else "blas"):
             run(True)()
             run(False)()
             times = alternate(
@@ -179,8 +185,9 @@ def section_train(args):
             )
         compiled.ENABLED = True
         ns = {k: t / (n * n) * 1e9 for k, t in times.items()}
+        where = f"{_cores()} threads" if threads else "one thread"
         print(
-            f"  head_dim {d}: NumPy path {ns['numpy']:.2f}, compiled "
+            f"  head_dim {d}, {where}: NumPy path {ns['numpy']:.2f}, compiled "
             f"{ns['compiled']:.2f} ({ns['numpy'] / ns['compiled']:.2f}x faster)",
             flush=True,
         )

@@ -7,6 +7,7 @@ its gradient."""
 
 from typing import NamedTuple
 
+from nwensemble._fit.loo_sweep import loo_sweep
 from nwensemble._shared.attention import log_weights
 from nwensemble._shared.backend import device, fixed_order_matmul, map_on_host_threads
 from nwensemble._shared.design import backproject, project
@@ -111,6 +112,22 @@ def loo_loss_and_grad_z(
     directions needs (``dloss / dlog c_j = sum_i Z_ij (dloss / dZ)_ij`` when
     column ``j`` of ``W`` is scaled by ``c_j``).
     """
+    kernels = kernel.host_kernels(xp)
+    if kernels is not None and kernel.own_derivative:
+        # The host's fast path: one sweep over blocks of rows, no (n, n)
+        # block (see ``loo_sweep``).
+        loss, grad_Z = loo_sweep(
+            Z,
+            Y,
+            sw,
+            kernels=kernels,
+            n_heads=n_heads,
+            return_grad=return_grad,
+            workspace=workspace,
+            diversity=diversity,
+            threaded_scores=THREADED_SCORES,
+        )
+        return (loss if loss_as_array else float(loss)), grad_Z
     n = Z.shape[0]
     d = Z.shape[1] // n_heads
     log_sw = log_weights(sw, xp=xp)

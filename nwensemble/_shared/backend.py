@@ -219,6 +219,12 @@ def products_on_threads(threads):
         _PRODUCT_THREADS.reset(token)
 
 
+def blas_single_threaded():
+    """Context holding NumPy's BLAS to one thread: products then round the
+    same whatever BLAS was set to."""
+    return _blas_libraries().limit(limits=1)
+
+
 def fixed_order_matmul(A, B, *, xp, blocks_of="A", out=None):
     """``A @ B`` (into ``out`` where given and allowed, see ``matmul_into``).
 

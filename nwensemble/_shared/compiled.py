@@ -5,10 +5,14 @@ AVX-512, and the softmax passes are bound by it. ``fast_exp`` is a
 vectorisable exp (``2^n exp(r)``, the power of two assembled in the exponent
 bits, see the performance notes for its error and rate); ``exp_tile``
 exponentiates a tile or block of logits in place with each row's own key
-set to zero in the same pass. The score products and the sums with the
-readout's columns stay BLAS's (faster than sums in the exp's loop, see the
-performance notes). The kernels release the GIL (``map_on_host_threads``
-spreads tasks over threads).
+set to zero in the same pass. The score products and, in prediction, the
+sums with the readout's columns stay BLAS's (faster than sums in the exp's
+loop, see the performance notes). Training's sweep over blocks of rows
+(``_fit/loo_sweep.py``) takes ``softmax_block`` (the exp and a row's two
+readout sums, each a pass over the row in L1) and ``gradient_block`` (the
+loss's derivative in the logits, in place, with its column sums). The
+kernels release the GIL (``map_on_host_threads`` spreads tasks over
+threads).
 
 They serve NumPy arrays on the host only (the array-API path stays as it
 is); ``kernels.Softmax.host_kernels`` is the one place that chooses them,
@@ -53,6 +57,9 @@ if numba is not None:
     _jit_exact = numba.njit(
         nogil=True, cache=True, fastmath=_EXACT, error_model="numpy"
     )
+    # Sums over a row may be reassociated (partial sums in vector lanes, as
+    # BLAS takes them); the exp never runs under these flags.
+    _jit_sums = numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
     def _bitcast(to, frm):
         """An intrinsic that reinterprets the bits of a ``frm`` as a ``to``."""
@@ -136,3 +143,56 @@ if numba is not None:
         for r in range(A.shape[0]):
             _exp_row(A[r], left_out[r] - c0)
         return A
+
+    @_jit_sums
+    def _readout_sums(row, YT, out):
+        """``out = [row @ YT.T, sum row]``: one query's readout sums."""
+        t = YT.shape[0]
+        total = row.dtype.type(0.0)
+        for j in range(row.shape[0]):
+            total += row[j]
+        out[t] = total
+        for k in range(t):
+            y = YT[k]
+            acc = row.dtype.type(0.0)
+            for j in range(row.shape[0]):
+                acc += row[j] * y[j]
+            out[k] = acc
+
+    @_jit_exact
+    def softmax_block(E, first, YT, sums):
+        """Leave-one-out softmax weights of a block of query rows, every
+        head's: ``E`` (heads, rows, keys) holds never-positive scores and is
+        exponentiated in place, row ``r``'s own key ``first + r`` set to
+        zero; ``sums[h, r] = [E[h, r] @ YT.T, sum E[h, r]]`` (``YT``: the
+        targets, (t, keys))."""
+        for h in range(E.shape[0]):
+            for r in range(E.shape[1]):
+                _exp_row(E[h, r], first + r)
+                _readout_sums(E[h, r], YT, sums[h, r])
+        return sums
+
+    @_jit_sums
+    def gradient_block(E, A, c, YT, colsum):
+        """``E`` (heads, rows, keys) overwritten by the loss's derivative in
+        the logits, ``G[h, r, j] = E[h, r, j] (A[h, r] . YT[:, j] - c[h, r])``,
+        and ``G``'s column sums added to ``colsum`` (heads, keys)."""
+        t = YT.shape[0]
+        n = E.shape[2]
+        w = np.empty(n, dtype=E.dtype)
+        for h in range(E.shape[0]):
+            total = colsum[h]
+            for r in range(E.shape[1]):
+                row = E[h, r]
+                for j in range(n):
+                    w[j] = A[h, r, 0] * YT[0, j] - c[h, r]
+                for k in range(1, t):
+                    a = A[h, r, k]
+                    y = YT[k]
+                    for j in range(n):
+                        w[j] += a * y[j]
+                for j in range(n):
+                    g = row[j] * w[j]
+                    row[j] = g
+                    total[j] += g
+        return E
