@@ -57,9 +57,12 @@ max_iter : int, default=200
     estimator with the starting bandwidths.
 
 tol : float, default=1e-5
-    Convergence tolerance on the relative loss decrease and on the projected
+    Convergence tolerance on the loss decrease and on the projected
     gradient (scipy's ``ftol`` and ``gtol``). The loss is the leave-one-out
-    MSE divided by the target variance.
+    MSE divided by the target variance, and scipy divides the decrease by
+    the larger of the loss and 1: below 1 (any model that explains some of
+    the variance) L-BFGS stops when an iteration gains less than ``tol``
+    of the target variance.
 
 solver : {'auto', 'lbfgs', 'adam'}, default='auto'
     ``'lbfgs'``: full-batch leave-one-out loss with L-BFGS (O(n^2) per

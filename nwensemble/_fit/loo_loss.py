@@ -40,7 +40,8 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
     return_grad : bool, default=True
     workspace : dict or None, default=None
         Kept by the caller across evaluations to reuse the (n, n) buffers (one
-        per head: the backward pass needs every head's attention).
+        per head: the backward pass needs every head's attention), or on the
+        host the sweep's block buffers (``loo_sweep``).
     loss_as_array : bool, default=False
         Return the loss as a 0-d array on the device instead of a Python float
         (which would wait for the device).

@@ -6,8 +6,9 @@ readout's sums), turned in place into the loss's derivative in the logits
 ``G`` (which needs only the block's own rows: the ensemble's residual of a
 row is known once every head has weighed that row), and multiplied out
 (``G Z`` and ``Z^T G``) while the block is in cache. No (n, n) block is
-kept, and ``G`` costs about ``3d`` multiply-adds per pair of rows against
-the ``5d`` of ``E @ [Y Z, Z, Y, 1]`` and ``V^T E`` (see ``loo_loss``).
+kept, and the products take ``3d + 2`` multiply-adds per pair of rows
+against the ``5d + 6`` of the scores, ``E @ [Y Z, Z, Y, 1]`` and ``V^T E``
+on the blocks' path (see ``loo_loss``).
 """
 
 # Authors: The nwensemble developers
@@ -98,6 +99,9 @@ def _block_rows(n, n_heads, itemsize):
 
 
 class _ChunkResult:
+    """One chunk's rows: every head's estimates, ``G Z``; over all keys,
+    its share of ``G``'s column sums and of ``Z^T G``."""
+
     __slots__ = ("Y_heads", "GZ", "colsum", "GtZ", "underflowed")
 
 
