@@ -52,7 +52,7 @@ def _assert_close(got, expected, rtol):
 @pytest.mark.parametrize(
     "n, d, n_heads, t, diversity",
     [
-        (300, 4, 1, 1, 0.0),  # one block
+        (300, 4, 1, 1, 0.0),  # one chunk: a block and a short one
         (1100, 3, 1, 1, 0.0),  # several chunks and blocks, a short last one
         (700, 2, 3, 2, 0.5),  # heads, targets and the ambiguity term
         (520, 5, 2, 1, -0.5),
