@@ -132,6 +132,7 @@ class _Sweep:
         self.return_grad = return_grad
         self.diversity = diversity
         self.stable = stable
+        self.underflow = underflow_row_sum(Z.dtype, xp=np)
 
     def chunk(self, start, stop, rows, space):
         """Loss terms and gradient parts of rows ``start:stop`` (a
@@ -181,7 +182,7 @@ class _Sweep:
         if not self.stable:
             np.matmul(self.queries[:, r0:r1], self.keys, out=E)
             kernels.softmax_block(E, r0, self.YT, sums)
-            if float(np.min(sums[:, :, -1])) >= underflow_row_sum(E.dtype, xp=np):
+            if float(np.min(sums[:, :, -1])) >= self.underflow:
                 return False
         d1 = self.Z.shape[2] + 1
         np.matmul(self.queries[:, r0:r1, :d1], self.keys[:, :d1], out=E)

@@ -191,7 +191,7 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
         # A task of the pool that maps again runs its tasks itself: waiting
         # on the pool from inside it could leave no thread to run them.
         return [fn(task) for task in tasks]
-    with _blas_libraries().limit(limits=1):
+    with blas_single_threaded():
         return list(_host_pool().map(fn, tasks))
 
 
@@ -213,7 +213,7 @@ def products_on_threads(threads):
     two), so that an evaluation gives the same value whichever it runs on."""
     token = _PRODUCT_THREADS.set(bool(threads))
     try:
-        with _blas_libraries().limit(limits=1):
+        with blas_single_threaded():
             yield
     finally:
         _PRODUCT_THREADS.reset(token)
