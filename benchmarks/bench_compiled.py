@@ -18,10 +18,12 @@ Sections:
   ``exp`` section.
 * ``train``: one leave-one-out loss and gradient of one softmax head
   (``loo_loss_and_grad``, float32, ``n = --train-n`` rows, head_dim 8 and
-  16): NumPy's path through (n, n) blocks against the compiled sweep over
-  blocks of rows, each on one thread (BLAS and the host's threads held to
-  one) and on the host's threads as a fit's evaluations may run (BLAS on
-  one thread each, ``products_on_threads``). Nanoseconds per n x n entry.
+  16): NumPy's path through (n, n) blocks, the compiled sweep over blocks
+  of rows (``loo_sweep.PAIRS = False``) and the compiled sweep over each
+  pair of rows once (``loo_pairs``, the default), each on one thread (BLAS
+  and the host's threads held to one) and on the host's threads as a
+  fit's evaluations may run (BLAS on one thread each,
+  ``products_on_threads``). Nanoseconds per n x n entry.
 * ``compile``: the kernels' first use in a fresh process, with an empty
   cache (cold: compiled) and with the cache that run left (warm: loaded);
   the first fit of a small model less its second fit.
@@ -145,6 +147,7 @@ def section_predict(args, numpy_exp=None):
 def section_train(args):
     from threadpoolctl import threadpool_limits
 
+    from nwensemble._fit import loo_sweep
     from nwensemble._fit.loo_loss import loo_loss_and_grad
     from nwensemble._shared import compiled
     from nwensemble._shared.backend import products_on_threads
@@ -158,11 +161,12 @@ def section_train(args):
         W = (0.5 * rng.standard_normal((d, d))).astype(np.float32)
         Y = rng.standard_normal((n, 1)).astype(np.float32)
         sw = np.full(n, 1.0 / n, dtype=np.float32)
-        spaces = {True: {}, False: {}}
+        spaces = {"numpy": {}, "rows": {}, "pairs": {}}
 
-        def run(flag):
+        def run(path):
             def go():
-                compiled.ENABLED = flag
+                compiled.ENABLED = path != "numpy"
+                loo_sweep.PAIRS = path == "pairs"
                 with products_on_threads(threads):
                     loo_loss_and_grad(
                         W,
@@ -171,24 +175,25 @@ def section_train(args):
                         sw,
                         xp=np,
                         kernel=KERNELS["softmax"],
-                        workspace=spaces[flag],
+                        workspace=spaces[path],
                     )
 
             return go
 
         # One thread: OpenMP's limit holds the host's threads too.
         with threadpool_limits(1, user_api=None if not threads else "blas"):
-            run(True)()
-            run(False)()
-            times = alternate(
-                {"numpy": run(False), "compiled": run(True)}, args.repeats
-            )
+            for path in spaces:
+                run(path)()
+            times = alternate({path: run(path) for path in spaces}, args.repeats)
         compiled.ENABLED = True
+        loo_sweep.PAIRS = True
         ns = {k: t / (n * n) * 1e9 for k, t in times.items()}
         where = f"{_cores()} threads" if threads else "one thread"
         print(
             f"  head_dim {d}, {where}: NumPy path {ns['numpy']:.2f}, compiled "
-            f"{ns['compiled']:.2f} ({ns['numpy'] / ns['compiled']:.2f}x faster)",
+            f"rows {ns['rows']:.2f}, compiled pairs {ns['pairs']:.2f} "
+            f"({ns['numpy'] / ns['pairs']:.2f}x NumPy's, "
+            f"{ns['rows'] / ns['pairs']:.2f}x the rows')",
             flush=True,
         )
 

@@ -62,11 +62,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     ----------
     estimator : estimator with ``loo_prediction_``, default=None
         The first stage; ``None`` means one head with members on small
-        tables: ``MultiHeadNWRegressor(n_heads=1, n_members=k)``, ``k``
-        chosen for the rows as :class:`HeadAllocator`'s ``n_members='auto'``
-        chooses (4 up to 1024 rows, 1 above 2048; a fit of
-        :class:`NWAttentionRegressor` when ``k`` is 1). Any of the library's
-        estimators, :class:`HeadAllocator` included.
+        tables: ``MultiHeadNWRegressor(n_heads=1, n_members=k,
+        bvc_resamples=0)``, ``k`` chosen for the rows as
+        :class:`HeadAllocator`'s ``n_members='auto'`` chooses (4 up to 1024
+        rows, 1 above 2048; a fit of :class:`NWAttentionRegressor` when
+        ``k`` is 1). Any of the library's estimators,
+        :class:`HeadAllocator` included.
 
     residual_estimator : estimator, default=None
         The second stage, fitted to the first's leave-one-out residuals;
@@ -121,7 +122,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     -----
     Each stage keeps its own diagnostics (``estimator_.hdi_``,
     ``estimator_.bvc_decomposition_``); they describe that stage, not the
-    sum.
+    sum. The default first stage takes no decomposition
+    (``bvc_resamples=0``); give ``estimator`` to have one.
 
     Examples
     --------
@@ -173,7 +175,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        first = self._stage(self.estimator, MultiHeadNWRegressor(n_heads=1))
+        # The default first stage skips the bias-variance-covariance
+        # decomposition: a diagnostic of that stage, not of the sum, which
+        # costs resampled passes over its rows.
+        first = self._stage(
+            self.estimator, MultiHeadNWRegressor(n_heads=1, bvc_resamples=0)
+        )
         second = self._stage(
             self.residual_estimator,
             NWAttentionRegressor(

@@ -1,7 +1,8 @@
-"""The host's one-sweep leave-one-out loss and gradient (``loo_sweep``)
-against the path through (n, n) blocks it stands beside: several heads,
-targets and weights, rows spread over blocks and chunks, the stable path,
-and the same bits on one thread and on several."""
+"""The host's one-sweep leave-one-out loss and gradient over blocks of rows
+(``loo_sweep``, with the pairs' path ``loo_pairs`` turned off; see
+``test_loo_pairs``) against the path through (n, n) blocks it stands
+beside: several heads, targets and weights, rows spread over blocks and
+chunks, the stable path, and the same bits on one thread and on several."""
 
 import numpy as np
 import pytest
@@ -15,6 +16,11 @@ from nwensemble._shared.kernels import KERNELS
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba disabled")
 
 SOFTMAX = KERNELS["softmax"]
+
+
+@pytest.fixture(autouse=True)
+def _rows_only(monkeypatch):
+    monkeypatch.setattr(loo_sweep, "PAIRS", False)
 
 
 def _problem(n, d, n_heads, t, dtype, *, seed=0, scale=0.7):

@@ -62,6 +62,10 @@ def test_the_default_first_stage_is_one_head_with_the_allocators_members(
     assert first.n_heads == 1
     assert first.n_members == default_members(len(y)) == 4
     assert first.components_.shape[0] == 4
+    # No decomposition of the stage; a given first stage keeps its own.
+    assert first.bvc_resamples == 0 and first.bvc_decomposition_ is None
+    given = ResidualStageRegressor(MultiHeadNWRegressor(n_heads=2, max_iter=5))
+    assert given.fit(X, y).estimator_.bvc_decomposition_ is not None
     # One member is a fit of NWAttentionRegressor's model.
     monkeypatch.setattr(
         "nwensemble._residual_stage.default_members", lambda n_samples: 1

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from nwensemble._fit.loo_pairs import loo_pairs
 from nwensemble._shared.attention import (
     largest_safe_entry,
     log_weights,
@@ -34,6 +35,9 @@ _BLOCK_BYTES = 1 << 20
 # time of an evaluation, never its value.
 _CHUNK_ROWS = 256
 _MAX_CHUNKS = 8
+# Whether evaluations go over each pair of rows once (``loo_pairs``) before
+# the rows' blocks: False keeps the row sweep alone, for comparisons.
+PAIRS = True
 
 
 def loo_sweep(
@@ -49,6 +53,25 @@ def loo_sweep(
     n = Z.shape[0]
     stable = workspace is not None and workspace.get("stable", False)
     stable = stable or float(np.max(np.abs(Z))) > largest_safe_entry(Z, xp=np)
+    if not stable and PAIRS:
+        # Each pair of rows once (see ``loo_pairs``); where a row's sum
+        # underflows, the stable path below, now and in later evaluations.
+        result = loo_pairs(
+            Z,
+            Y,
+            sw,
+            kernels=kernels,
+            n_heads=n_heads,
+            return_grad=return_grad,
+            workspace=workspace,
+            diversity=diversity,
+            threaded_scores=threaded_scores,
+        )
+        if result is not None:
+            return result
+        stable = True
+        if workspace is not None:
+            workspace["stable"] = True
     sweep = _Sweep(Z, Y, sw, n_heads, kernels, return_grad, diversity, stable)
     rows = _block_rows(n, n_heads, Z.dtype.itemsize)
     n_chunks = min(_MAX_CHUNKS, 1 << max(0, (n // _CHUNK_ROWS).bit_length() - 1))

@@ -10,7 +10,10 @@ sums with the readout's columns stay BLAS's (faster than sums in the exp's
 loop, see the performance notes). Training's sweep over blocks of rows
 (``_fit/loo_sweep.py``) takes ``softmax_block`` (the exp and a row's two
 readout sums, each a pass over the row in L1) and ``gradient_block`` (the
-loss's derivative in the logits, in place, with its column sums). The
+loss's derivative in the logits, in place, with its column sums); its
+first path over each pair of rows once (``_fit/loo_pairs.py``) takes
+``pair_weights`` (a strip's kernel values and both rows' sums) and
+``pair_gradient`` (the derivative in both directions, in place). The
 kernels release the GIL (``map_on_host_threads`` spreads tasks over
 threads).
 
@@ -196,3 +199,77 @@ if numba is not None:
                     row[j] = g
                     total[j] += g
         return E
+
+    @_jit_exact
+    def _exp_all(a):
+        """``a = exp(a)`` in place."""
+        for j in range(a.shape[0]):
+            a[j] = fast_exp(a[j])
+
+    @_jit_sums
+    def _pair_sums_k(row, v, own, out):
+        """``out += row * own``; returns ``row . v`` (one column of the
+        values)."""
+        acc = row.dtype.type(0.0)
+        for j in range(row.shape[0]):
+            e = row[j]
+            acc += e * v[j]
+            out[j] += e * own
+        return acc
+
+    @_jit_exact
+    def pair_weights(K, r0, c0, V, sums):
+        """Every head's kernel values on a strip of pairs, read both ways.
+
+        ``K`` (heads, rows, keys) holds the never-positive scores ``-|z_i -
+        z_j|^2 / 2`` of rows ``r0 + r`` against keys ``c0 + j`` (``c0 <=
+        r0``) and is exponentiated in place where ``c0 + j > r0 + r``: each
+        pair of rows once. Both rows' sums gain the pair's weight on the
+        other's values: ``sums[h, :, i] += K[h, i, j] V[:, j]`` and
+        ``sums[h, :, j] += K[h, i, j] V[:, i]`` (``V``: (columns, n),
+        ``sums``: (heads, columns, n)).
+        """
+        for h in range(K.shape[0]):
+            for r in range(K.shape[1]):
+                i = r0 + r
+                row = K[h, r, i + 1 - c0 :]
+                _exp_all(row)
+                for k in range(V.shape[0]):
+                    acc = _pair_sums_k(row, V[k, i + 1 :], V[k, i], sums[h, k, i + 1 :])
+                    sums[h, k, i] += acc
+        return sums
+
+    @_jit_sums
+    def _pair_factor(f, Lk, Rk, a, b):
+        """``f += a Rk + b Lk``."""
+        for j in range(f.shape[0]):
+            f[j] += a * Rk[j] + b * Lk[j]
+
+    @_jit_sums
+    def _times(row, f):
+        """``row *= f``."""
+        for j in range(row.shape[0]):
+            row[j] *= f[j]
+
+    @_jit_exact
+    def pair_gradient(K, r0, c0, L, R):
+        """The loss's derivative in the scores of a strip of pairs, both
+        ways, in place: ``K`` as in ``pair_weights`` becomes ``C[h, i, j] =
+        G[h, i, j] + G[h, j, i]`` where ``c0 + j > r0 + r`` and zero
+        elsewhere, with ``G[h, i, j] = exp(K[h, i, j]) L[h, :, i] . R[:,
+        j]`` (``L``: (heads, columns, n), ``R``: (columns, n))."""
+        buf = np.empty(K.shape[2], dtype=K.dtype)
+        for h in range(K.shape[0]):
+            for r in range(K.shape[1]):
+                i = r0 + r
+                first = i + 1 - c0
+                K[h, r, :first] = 0.0
+                row = K[h, r, first:]
+                _exp_all(row)
+                f = buf[: row.shape[0]]
+                f[:] = 0.0
+                for k in range(R.shape[0]):
+                    a, b = L[h, k, i], R[k, i]
+                    _pair_factor(f, L[h, k, i + 1 :], R[k, i + 1 :], a, b)
+                _times(row, f)
+        return K

@@ -1,0 +1,200 @@
+"""The host's leave-one-out loss and gradient over each pair of rows once
+(``loo_pairs``, the first path ``loo_sweep`` takes) against the path
+through (n, n) blocks: several heads, targets and weights, strips and
+chunks, rows whose sums underflow, the fall-back to the stable path, the
+same bits on one thread and on several, and the compiled kernels against
+NumPy."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from nwensemble._fit import loo_loss, loo_pairs, loo_sweep
+from nwensemble._shared import compiled
+from nwensemble._shared.backend import THREADED_SCORES, products_on_threads
+from nwensemble._shared.kernels import KERNELS
+
+pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba disabled")
+
+SOFTMAX = KERNELS["softmax"]
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The results of ``loo_pairs``'s calls, in order (None: it left the
+    evaluation to the stable path)."""
+    results = []
+    original = loo_pairs.loo_pairs
+
+    def record(*args, **kwargs):
+        results.append(original(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(loo_sweep, "loo_pairs", record)
+    return results
+
+
+def _problem(n, d, n_heads, t, dtype, *, seed=0, scale=0.7):
+    rng = np.random.default_rng(seed)
+    Z = (scale * rng.standard_normal((n, n_heads * d))).astype(dtype)
+    Y = rng.standard_normal((n, t)).astype(dtype)
+    sw = rng.uniform(0.2, 2.0, n)
+    sw[:3] = 0.0  # rows that query but are no one's key and carry no loss
+    return Z, Y, (sw / sw.sum()).astype(dtype)
+
+
+def _both(monkeypatch, Z, Y, sw, **options):
+    """(pairs, blocks): the objective through ``loo_sweep`` and through the
+    (n, n) blocks of NumPy's path."""
+    kw = dict(xp=np, kernel=SOFTMAX, **options)
+    pairs = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
+    with monkeypatch.context() as patch:
+        patch.setattr(compiled, "ENABLED", False)
+        blocks = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
+    return pairs, blocks
+
+
+def _assert_close(got, expected, rtol):
+    assert_allclose(got[0], expected[0], rtol=rtol)
+    if expected[1] is None:
+        assert got[1] is None
+        return
+    scale = np.abs(expected[1]).max()
+    assert got[1].dtype == expected[1].dtype
+    assert_allclose(got[1], expected[1], rtol=0, atol=rtol * scale)
+
+
+# float32: as the compiled exp's objective against NumPy's (test_compiled).
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])
+@pytest.mark.parametrize(
+    "n, d, n_heads, t, diversity",
+    [
+        (300, 4, 1, 1, 0.0),  # one chunk, two strips
+        (1100, 3, 1, 1, 0.0),  # several chunks and strips
+        (700, 2, 3, 2, 0.5),  # heads, targets and the ambiguity term
+        (520, 5, 2, 1, -0.5),
+    ],
+)
+def test_the_pairs_equal_the_blocks(
+    monkeypatch, spy, dtype, rtol, n, d, n_heads, t, diversity
+):
+    Z, Y, sw = _problem(n, d, n_heads, t, dtype)
+    options = dict(n_heads=n_heads, diversity=diversity)
+    pairs, blocks = _both(monkeypatch, Z, Y, sw, **options)
+    assert spy and spy[0] is not None
+    _assert_close(pairs, blocks, rtol)
+    loss_only, _ = _both(monkeypatch, Z, Y, sw, return_grad=False, **options)
+    assert loss_only[1] is None
+    assert_allclose(loss_only[0], pairs[0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_heads", [1, 2])
+def test_rows_whose_sums_underflow_are_shifted(monkeypatch, spy, dtype, n_heads):
+    """Rows far from every other underflow in the pairs; their own weights
+    are taken again shifted by their largest, a few rows at a time (the
+    loss stays finite and equal to the blocks' path) while the other rows
+    stay in the pairs, and the workspace keeps the pairs for the next
+    evaluation."""
+    monkeypatch.setattr(loo_pairs, "_STRIP_BYTES", 1 << 12)  # 8 rows a strip
+    Z, Y, sw = _problem(600, 3, n_heads, 1, dtype, seed=4)
+    # Each alone: 20 rows on a circle of radius 130, 41 apart.
+    angles = 2 * np.pi * np.arange(20) / 20
+    Z[400:420, :2] = 130.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    Z[17, :3] -= 30.0  # far in the first head only
+    pairs, blocks = _both(monkeypatch, Z, Y, sw, n_heads=n_heads, diversity=0.3)
+    assert spy[0] is not None
+    assert np.isfinite(pairs[0])
+    # In float32 the far rows' logits lose digits to the cancellation of
+    # their squared norms (about 2e4) on every path: each is 2-5e-4 of
+    # the largest entry from float64's gradient there.
+    _assert_close(pairs, blocks, 1e-11 if dtype == np.float64 else 2e-3)
+    workspace = {}
+    kw = dict(xp=np, kernel=SOFTMAX, n_heads=n_heads)
+    loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, **kw)
+    assert not workspace.get("stable", False)
+
+
+def test_many_underflowing_rows_take_the_stable_path(monkeypatch, spy):
+    """More than a quarter of the rows underflow: the row sweep's stable
+    path, now and (the workspace says so) for the next evaluation."""
+    Z, Y, sw = _problem(400, 2, 1, 1, np.float64, seed=7)
+    Z[:150, 0] += 50.0 * np.arange(1, 151)  # each alone
+    pairs, blocks = _both(monkeypatch, Z, Y, sw)
+    assert spy[0] is None
+    _assert_close(pairs, blocks, 1e-11)
+    workspace = {}
+    loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, xp=np, kernel=SOFTMAX)
+    assert workspace["stable"]
+    calls = len(spy)
+    loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, xp=np, kernel=SOFTMAX)
+    assert len(spy) == calls
+
+
+@pytest.mark.parametrize("n_heads", [1, 3])
+def test_threads_move_the_time_not_the_value(monkeypatch, spy, n_heads):
+    """The chunks on the host's threads and in turn give the same bits."""
+    Z, Y, sw = _problem(1300, 3, n_heads, 1, np.float32, seed=6)
+    Z[5] += 30.0  # a shifted row too
+    kw = dict(xp=np, kernel=SOFTMAX, n_heads=n_heads, diversity=0.2)
+    monkeypatch.setattr(loo_loss, "THREADED_SCORES", 1)
+    with products_on_threads(True):
+        threaded = loo_loss.loo_loss_and_grad_z(Z, Y, sw, **kw)
+    monkeypatch.setattr(loo_loss, "THREADED_SCORES", THREADED_SCORES * 10**9)
+    in_turn = loo_loss.loo_loss_and_grad_z(Z, Y, sw, **kw)
+    assert all(result is not None for result in spy)
+    assert in_turn[0] == threaded[0]
+    np.testing.assert_array_equal(in_turn[1], threaded[1])
+
+
+def test_chunks_hold_about_as_many_pairs():
+    for n, k in [(256, 1), (1000, 2), (4096, 8), (100_003, 8)]:
+        bounds = loo_pairs._balanced_bounds(n, k)
+        assert bounds[0] == 0 and bounds[-1] == n
+        assert all(a < b for a, b in zip(bounds, bounds[1:]))
+        pairs = [(b - a) * n - (b * b - a * a) / 2 for a, b in zip(bounds, bounds[1:])]
+        assert max(pairs) - min(pairs) <= n
+
+
+def test_strips_fit_the_cache_budget():
+    for width, heads in [(100, 1), (1024, 1), (4096, 1), (5000, 4), (10**6, 8)]:
+        rows = loo_pairs._strip_rows(width, heads, 4)
+        assert 8 <= rows <= 256 and rows & (rows - 1) == 0
+        assert rows == 8 or rows * width * heads * 4 <= loo_pairs._STRIP_BYTES
+
+
+def _kernel_strip(seed=0):
+    """A strip of scores (2 heads, rows 5-11 against keys 3-19 of 20)."""
+    rng = np.random.default_rng(seed)
+    K = -rng.uniform(0.0, 4.0, (2, 7, 17))
+    return K, 5, 3, rng.standard_normal((3, 20)), rng.standard_normal((2, 3, 20))
+
+
+def _later(r0, c0, shape):
+    """Where key ``c0 + j`` comes after row ``r0 + r``: each pair once."""
+    rows = r0 + np.arange(shape[0])[:, None]
+    return c0 + np.arange(shape[1])[None, :] > rows
+
+
+def test_pair_weights_read_each_pair_both_ways():
+    K, r0, c0, V, _ = _kernel_strip()
+    E = np.where(_later(r0, c0, K.shape[1:]), np.exp(K), 0.0)
+    expected = np.zeros((2, 3, 20))
+    for h in range(2):
+        rows, keys = slice(r0, r0 + 7), slice(c0, 20)
+        expected[h, :, rows] += V[:, keys] @ E[h].T
+        expected[h, :, keys] += V[:, rows] @ E[h]
+    got = compiled.pair_weights(K.copy(), r0, c0, V, np.zeros((2, 3, 20)))
+    assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_pair_gradient_is_g_plus_its_transpose():
+    K, r0, c0, R, L = _kernel_strip(seed=1)
+    later = _later(r0, c0, K.shape[1:])
+    expected = np.zeros_like(K)
+    for h in range(2):
+        G_ij = L[h][:, r0 : r0 + 7].T @ R[:, c0:]  # rows as queries
+        G_ji = R[:, r0 : r0 + 7].T @ L[h][:, c0:]  # rows as keys
+        expected[h] = np.where(later, np.exp(K[h]) * (G_ij + G_ji), 0.0)
+    got = compiled.pair_gradient(K.copy(), r0, c0, L, R)
+    assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
