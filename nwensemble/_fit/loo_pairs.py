@@ -12,7 +12,9 @@ sums (from which the estimates, the loss and each row's ``L``), once, with
 the kernel recomputed, for ``C`` and its products with ``[Z, 1]`` both
 ways. The products take ``2d + 3`` multiply-adds per ordered pair of rows
 against the row sweep's ``3d + 2`` (see ``loo_sweep``), the exps as many.
-Rows whose sums underflow are left to the row sweep's stable path.
+A row whose sum underflows (far from every other) takes its own weights
+again, shifted by its largest logit; more than ``_MOST_LOW`` of them are
+left to the row sweep's stable path.
 """
 
 # Authors: The nwensemble developers
@@ -83,20 +85,19 @@ def loo_pairs(
     if not return_grad:
         return loss, None
     # dloss / dY_heads, as the row sweep's ``_upstream``.
-    U = (2.0 / n_heads) * sw[:, None] * R
     if diversity and n_heads > 1:
-        U = (2.0 / n_heads) * sw[:, None] * (R - diversity * (Y_heads - Y_hat))
-    U = np.broadcast_to(U, Y_heads.shape)
+        R = R - diversity * (Y_heads - Y_hat)
+    U = np.broadcast_to((2.0 / n_heads) * sw[:, None] * R, Y_heads.shape)
     # G_ij = w_j K_ij (a_i . y_j - c_i) = K_ij L_i . R_j, with L_i = [a_i,
     # -c_i] and R_j = [w_j y_j, w_j] (the sums' values); the shifted rows'
     # own G rows are taken from their shifted weights, so zero here.
     a = U / totals[:, :, None]
     c = np.sum(U * Y_heads, axis=2) / totals
     L = np.concatenate([np.swapaxes(a, 1, 2), -c[:, None, :]], axis=1)
-    sweep.L = np.ascontiguousarray(np.where(low[:, None, :], 0.0, L), dtype=Z.dtype)
+    L = np.ascontiguousarray(np.where(low[:, None, :], 0.0, L), dtype=Z.dtype)
     with blas_single_threaded():
         parts = map_on_host_threads(
-            lambda k: sweep.products(k, bounds[k], bounds[k + 1]),
+            lambda k: sweep.products(k, bounds[k], bounds[k + 1], L),
             chunks,
             xp=np,
             threads=threads,
@@ -165,7 +166,6 @@ class _Pairs:
         self.V = np.ascontiguousarray(np.concatenate([Y.T * w, w[None, :]], axis=0))
         self.YT = np.ascontiguousarray(Y.T)
         self.log_w = log_weights(w, xp=np)
-        self.L = None
         self.kernels = kernels
         self.workspace = workspace
 
@@ -202,12 +202,13 @@ class _Pairs:
             self.kernels.pair_weights(K, r0, r0, self.V, sums)
         return sums
 
-    def products(self, k, start, stop):
-        """Chunk ``k``'s share (heads, n, d + 1) of ``C @ [Z, 1]``."""
+    def products(self, k, start, stop, L):
+        """Chunk ``k``'s share (heads, n, d + 1) of ``C @ [Z, 1]``, ``L``
+        the rows' ``[a, -c]`` (heads, columns, n)."""
         H, n, d1 = self.Z1.shape
         CZ = np.zeros((H, n, d1), dtype=self.Z1.dtype)
         for r0, r1, K in self._strips(k, start, stop):
-            self.kernels.pair_gradient(K, r0, r0, self.L, self.V)
+            self.kernels.pair_gradient(K, r0, r0, L, self.V)
             CZ[:, r0:r1] += np.matmul(K, self.Z1[:, r0:])
             CZ[:, r0:] += np.matmul(np.swapaxes(K, 1, 2), self.Z1[:, r0:r1])
         return CZ

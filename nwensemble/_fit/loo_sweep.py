@@ -54,8 +54,9 @@ def loo_sweep(
     stable = workspace is not None and workspace.get("stable", False)
     stable = stable or float(np.max(np.abs(Z))) > largest_safe_entry(Z, xp=np)
     if not stable and PAIRS:
-        # Each pair of rows once (see ``loo_pairs``); where a row's sum
-        # underflows, the stable path below, now and in later evaluations.
+        # Each pair of rows once (see ``loo_pairs``); where more than a
+        # quarter of the rows' sums underflow, the stable path below, now
+        # and in later evaluations.
         result = loo_pairs(
             Z,
             Y,
