@@ -24,3 +24,45 @@ def make_keys(Z, Y, sw, *, kernel="softmax", n_heads=1):
     from nwensemble._shared.keys import Keys
 
     return Keys.of(Z, Y, sw, kernel=KERNELS[kernel], n_heads=n_heads)
+
+
+def loo_problem(n, d, n_heads, t, dtype, *, seed=0, scale=0.7):
+    """``(Z, Y, sw)`` for the leave-one-out objective: ``n`` projected rows of
+    ``n_heads`` heads of ``d`` dimensions, ``t`` targets, weights summing to
+    one, the first three rows of weight zero (they query but are no one's
+    key and carry no loss)."""
+    rng = np.random.default_rng(seed)
+    Z = (scale * rng.standard_normal((n, n_heads * d))).astype(dtype)
+    Y = rng.standard_normal((n, t)).astype(dtype)
+    sw = rng.uniform(0.2, 2.0, n)
+    sw[:3] = 0.0
+    return Z, Y, (sw / sw.sum()).astype(dtype)
+
+
+def host_and_blocks(monkeypatch, Z, Y, sw, **options):
+    """``(host, blocks)``: the objective ``loo_loss_and_grad_z`` through the
+    host's compiled sweeps and through the (n, n) blocks of NumPy's path."""
+    from nwensemble._fit import loo_loss
+    from nwensemble._shared import compiled
+    from nwensemble._shared.kernels import KERNELS
+
+    kw = dict(xp=np, kernel=KERNELS["softmax"], **options)
+    host = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
+    with monkeypatch.context() as patch:
+        patch.setattr(compiled, "ENABLED", False)
+        blocks = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
+    return host, blocks
+
+
+def assert_objective_close(got, expected, rtol):
+    """Losses within ``rtol``; gradients (or both None) within ``rtol`` of
+    the expected gradient's largest entry, in the same dtype."""
+    from numpy.testing import assert_allclose
+
+    assert_allclose(got[0], expected[0], rtol=rtol)
+    if expected[1] is None:
+        assert got[1] is None
+        return
+    scale = np.abs(expected[1]).max()
+    assert got[1].dtype == expected[1].dtype
+    assert_allclose(got[1], expected[1], rtol=0, atol=rtol * scale)

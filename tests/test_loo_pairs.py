@@ -7,6 +7,7 @@ NumPy."""
 
 import numpy as np
 import pytest
+from helpers import assert_objective_close, host_and_blocks, loo_problem
 from numpy.testing import assert_allclose
 
 from nwensemble._fit import loo_loss, loo_pairs, loo_sweep
@@ -34,36 +35,6 @@ def spy(monkeypatch):
     return results
 
 
-def _problem(n, d, n_heads, t, dtype, *, seed=0, scale=0.7):
-    rng = np.random.default_rng(seed)
-    Z = (scale * rng.standard_normal((n, n_heads * d))).astype(dtype)
-    Y = rng.standard_normal((n, t)).astype(dtype)
-    sw = rng.uniform(0.2, 2.0, n)
-    sw[:3] = 0.0  # rows that query but are no one's key and carry no loss
-    return Z, Y, (sw / sw.sum()).astype(dtype)
-
-
-def _both(monkeypatch, Z, Y, sw, **options):
-    """(pairs, blocks): the objective through ``loo_sweep`` and through the
-    (n, n) blocks of NumPy's path."""
-    kw = dict(xp=np, kernel=SOFTMAX, **options)
-    pairs = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
-    with monkeypatch.context() as patch:
-        patch.setattr(compiled, "ENABLED", False)
-        blocks = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
-    return pairs, blocks
-
-
-def _assert_close(got, expected, rtol):
-    assert_allclose(got[0], expected[0], rtol=rtol)
-    if expected[1] is None:
-        assert got[1] is None
-        return
-    scale = np.abs(expected[1]).max()
-    assert got[1].dtype == expected[1].dtype
-    assert_allclose(got[1], expected[1], rtol=0, atol=rtol * scale)
-
-
 # float32: as the compiled exp's objective against NumPy's (test_compiled).
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])
 @pytest.mark.parametrize(
@@ -78,12 +49,12 @@ def _assert_close(got, expected, rtol):
 def test_the_pairs_equal_the_blocks(
     monkeypatch, spy, dtype, rtol, n, d, n_heads, t, diversity
 ):
-    Z, Y, sw = _problem(n, d, n_heads, t, dtype)
+    Z, Y, sw = loo_problem(n, d, n_heads, t, dtype)
     options = dict(n_heads=n_heads, diversity=diversity)
-    pairs, blocks = _both(monkeypatch, Z, Y, sw, **options)
+    pairs, blocks = host_and_blocks(monkeypatch, Z, Y, sw, **options)
     assert spy and spy[0] is not None
-    _assert_close(pairs, blocks, rtol)
-    loss_only, _ = _both(monkeypatch, Z, Y, sw, return_grad=False, **options)
+    assert_objective_close(pairs, blocks, rtol)
+    loss_only, _ = host_and_blocks(monkeypatch, Z, Y, sw, return_grad=False, **options)
     assert loss_only[1] is None
     assert_allclose(loss_only[0], pairs[0], rtol=1e-14)
 
@@ -97,18 +68,19 @@ def test_rows_whose_sums_underflow_are_shifted(monkeypatch, spy, dtype, n_heads)
     stay in the pairs, and the workspace keeps the pairs for the next
     evaluation."""
     monkeypatch.setattr(loo_pairs, "_STRIP_BYTES", 1 << 12)  # 8 rows a strip
-    Z, Y, sw = _problem(600, 3, n_heads, 1, dtype, seed=4)
+    Z, Y, sw = loo_problem(600, 3, n_heads, 1, dtype, seed=4)
     # Each alone: 20 rows on a circle of radius 130, 41 apart.
     angles = 2 * np.pi * np.arange(20) / 20
     Z[400:420, :2] = 130.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
     Z[17, :3] -= 30.0  # far in the first head only
-    pairs, blocks = _both(monkeypatch, Z, Y, sw, n_heads=n_heads, diversity=0.3)
+    options = dict(n_heads=n_heads, diversity=0.3)
+    pairs, blocks = host_and_blocks(monkeypatch, Z, Y, sw, **options)
     assert spy[0] is not None
     assert np.isfinite(pairs[0])
     # In float32 the far rows' logits lose digits to the cancellation of
     # their squared norms (about 2e4) on every path: each is 2-5e-4 of
     # the largest entry from float64's gradient there.
-    _assert_close(pairs, blocks, 1e-11 if dtype == np.float64 else 2e-3)
+    assert_objective_close(pairs, blocks, 1e-11 if dtype == np.float64 else 2e-3)
     workspace = {}
     kw = dict(xp=np, kernel=SOFTMAX, n_heads=n_heads)
     loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, **kw)
@@ -118,11 +90,11 @@ def test_rows_whose_sums_underflow_are_shifted(monkeypatch, spy, dtype, n_heads)
 def test_many_underflowing_rows_take_the_stable_path(monkeypatch, spy):
     """More than a quarter of the rows underflow: the row sweep's stable
     path, now and (the workspace says so) for the next evaluation."""
-    Z, Y, sw = _problem(400, 2, 1, 1, np.float64, seed=7)
+    Z, Y, sw = loo_problem(400, 2, 1, 1, np.float64, seed=7)
     Z[:150, 0] += 50.0 * np.arange(1, 151)  # each alone
-    pairs, blocks = _both(monkeypatch, Z, Y, sw)
+    pairs, blocks = host_and_blocks(monkeypatch, Z, Y, sw)
     assert spy[0] is None
-    _assert_close(pairs, blocks, 1e-11)
+    assert_objective_close(pairs, blocks, 1e-11)
     workspace = {}
     loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, xp=np, kernel=SOFTMAX)
     assert workspace["stable"]
@@ -134,7 +106,7 @@ def test_many_underflowing_rows_take_the_stable_path(monkeypatch, spy):
 @pytest.mark.parametrize("n_heads", [1, 3])
 def test_threads_move_the_time_not_the_value(monkeypatch, spy, n_heads):
     """The chunks on the host's threads and in turn give the same bits."""
-    Z, Y, sw = _problem(1300, 3, n_heads, 1, np.float32, seed=6)
+    Z, Y, sw = loo_problem(1300, 3, n_heads, 1, np.float32, seed=6)
     Z[5] += 30.0  # a shifted row too
     kw = dict(xp=np, kernel=SOFTMAX, n_heads=n_heads, diversity=0.2)
     monkeypatch.setattr(loo_loss, "THREADED_SCORES", 1)

@@ -6,6 +6,7 @@ chunks, the stable path, and the same bits on one thread and on several."""
 
 import numpy as np
 import pytest
+from helpers import assert_objective_close, host_and_blocks, loo_problem
 from numpy.testing import assert_allclose
 
 from nwensemble._fit import loo_loss, loo_sweep
@@ -23,36 +24,6 @@ def _rows_only(monkeypatch):
     monkeypatch.setattr(loo_sweep, "PAIRS", False)
 
 
-def _problem(n, d, n_heads, t, dtype, *, seed=0, scale=0.7):
-    rng = np.random.default_rng(seed)
-    Z = (scale * rng.standard_normal((n, n_heads * d))).astype(dtype)
-    Y = rng.standard_normal((n, t)).astype(dtype)
-    sw = rng.uniform(0.2, 2.0, n)
-    sw[:3] = 0.0  # rows that query but are no one's key and carry no loss
-    return Z, Y, (sw / sw.sum()).astype(dtype)
-
-
-def _both(monkeypatch, Z, Y, sw, **options):
-    """(sweep, blocks): the objective through the compiled sweep and through
-    the (n, n) blocks of NumPy's path."""
-    kw = dict(xp=np, kernel=SOFTMAX, **options)
-    sweep = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
-    with monkeypatch.context() as patch:
-        patch.setattr(compiled, "ENABLED", False)
-        blocks = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace={}, **kw)
-    return sweep, blocks
-
-
-def _assert_close(got, expected, rtol):
-    assert_allclose(got[0], expected[0], rtol=rtol)
-    if expected[1] is None:
-        assert got[1] is None
-        return
-    scale = np.abs(expected[1]).max()
-    assert got[1].dtype == expected[1].dtype
-    assert_allclose(got[1], expected[1], rtol=0, atol=rtol * scale)
-
-
 # float32: as the compiled exp's objective against NumPy's (test_compiled).
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])
 @pytest.mark.parametrize(
@@ -67,11 +38,11 @@ def _assert_close(got, expected, rtol):
 def test_the_sweep_equals_the_blocks(
     monkeypatch, dtype, rtol, n, d, n_heads, t, diversity
 ):
-    Z, Y, sw = _problem(n, d, n_heads, t, dtype)
+    Z, Y, sw = loo_problem(n, d, n_heads, t, dtype)
     options = dict(n_heads=n_heads, diversity=diversity)
-    sweep, blocks = _both(monkeypatch, Z, Y, sw, **options)
-    _assert_close(sweep, blocks, rtol)
-    loss_only, _ = _both(monkeypatch, Z, Y, sw, return_grad=False, **options)
+    sweep, blocks = host_and_blocks(monkeypatch, Z, Y, sw, **options)
+    assert_objective_close(sweep, blocks, rtol)
+    loss_only, _ = host_and_blocks(monkeypatch, Z, Y, sw, return_grad=False, **options)
     assert loss_only[1] is None
     assert_allclose(loss_only[0], sweep[0], rtol=1e-14)
 
@@ -82,26 +53,26 @@ def test_rows_whose_weights_underflow_take_the_stable_path(monkeypatch, dtype):
     redone with the row maximum subtracted (the loss stays finite and equal
     to the blocks' path), and the workspace sends the next evaluation
     straight to the stable path, which gives the same values."""
-    Z, Y, sw = _problem(600, 3, 1, 1, dtype, seed=4)
+    Z, Y, sw = loo_problem(600, 3, 1, 1, dtype, seed=4)
     Z[400] += 40.0
-    sweep, blocks = _both(monkeypatch, Z, Y, sw)
+    sweep, blocks = host_and_blocks(monkeypatch, Z, Y, sw)
     assert np.isfinite(sweep[0])
-    _assert_close(sweep, blocks, 1e-11 if dtype == np.float64 else 1e-4)
+    assert_objective_close(sweep, blocks, 1e-11 if dtype == np.float64 else 1e-4)
     workspace = {}
     kw = dict(xp=np, kernel=SOFTMAX)
     first = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, **kw)
     assert workspace["stable"]
     again = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, **kw)
-    _assert_close(again, first, 1e-12 if dtype == np.float64 else 1e-6)
+    assert_objective_close(again, first, 1e-12 if dtype == np.float64 else 1e-6)
 
 
 def test_entries_too_large_to_square_start_on_the_stable_path(monkeypatch):
     """Squared norms would overflow: the logits leave them out. Every row
     then weighs only its nearest key, so the gradient is zero up to the
     rounding of products with entries this large."""
-    Z, Y, sw = _problem(200, 2, 1, 1, np.float32, seed=5)
+    Z, Y, sw = loo_problem(200, 2, 1, 1, np.float32, seed=5)
     Z = Z * np.float32(3e18)
-    sweep, blocks = _both(monkeypatch, Z, Y, sw)
+    sweep, blocks = host_and_blocks(monkeypatch, Z, Y, sw)
     assert_allclose(sweep[0], blocks[0], rtol=1e-6)
     assert np.all(np.isfinite(sweep[1]))
     assert np.abs(sweep[1]).max() <= 1e-5 * np.abs(Z).max() * sw.max()
@@ -110,7 +81,7 @@ def test_entries_too_large_to_square_start_on_the_stable_path(monkeypatch):
 @pytest.mark.parametrize("n_heads", [1, 3])
 def test_threads_move_the_time_not_the_value(monkeypatch, n_heads):
     """The chunks on the host's threads and in turn give the same bits."""
-    Z, Y, sw = _problem(1300, 3, n_heads, 1, np.float32, seed=6)
+    Z, Y, sw = loo_problem(1300, 3, n_heads, 1, np.float32, seed=6)
     kw = dict(xp=np, kernel=SOFTMAX, n_heads=n_heads, diversity=0.2)
     monkeypatch.setattr(loo_loss, "THREADED_SCORES", 1)
     with products_on_threads(True):
@@ -139,7 +110,7 @@ def test_only_the_softmax_kernel_on_the_host_takes_the_sweep(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(loo_loss, "loo_sweep", spy)
-    Z, Y, sw = _problem(60, 2, 1, 1, np.float64)
+    Z, Y, sw = loo_problem(60, 2, 1, 1, np.float64)
     loo_loss.loo_loss_and_grad_z(Z, Y, sw, xp=np, kernel=SOFTMAX)
     assert len(calls) == 1
     loo_loss.loo_loss_and_grad_z(Z * 0.2, Y, sw, xp=np, kernel=KERNELS["biweight"])

@@ -115,8 +115,8 @@ def loo_loss_and_grad_z(
     """
     kernels = kernel.host_kernels(xp)
     if kernels is not None and kernel.own_derivative:
-        # The host's fast path: one sweep over blocks of rows, no (n, n)
-        # block (see ``loo_sweep``).
+        # The host's fast path: each pair of rows once, else one sweep over
+        # blocks of rows; no (n, n) block (see ``loo_sweep``).
         loss, grad_Z = loo_sweep(
             Z,
             Y,

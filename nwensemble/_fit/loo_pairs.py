@@ -24,17 +24,19 @@ import math
 
 import numpy as np
 
+from nwensemble._fit.sweep_common import (
+    add_in_order,
+    chunk_count,
+    ensemble_loss,
+    ensemble_upstream,
+    rows_within,
+)
 from nwensemble._shared.attention import log_weights, underflow_row_sum
 from nwensemble._shared.backend import blas_single_threaded, map_on_host_threads
 
 # A strip's kernel values, all heads together, at most this many bytes (as
 # the row sweep's blocks: in a core's L2 between the strip's passes).
 _STRIP_BYTES = 1 << 20
-# Chunks of rows, each with its own sums added in a fixed order (as the
-# row sweep's): at least this many rows' worth of pairs each, at most
-# ``_MAX_CHUNKS``.
-_CHUNK_ROWS = 256
-_MAX_CHUNKS = 8
 # More rows than this share of all rows (over all heads) underflowing: the
 # caller's stable path for them all (each underflowing row costs two passes
 # over all rows of its own).
@@ -49,7 +51,7 @@ def loo_pairs(
     underflow (the caller then takes the stable path for all)."""
     sweep = _Pairs(Z, Y, sw, n_heads, kernels, workspace)
     n = Z.shape[0]
-    n_chunks = min(_MAX_CHUNKS, 1 << max(0, (n // _CHUNK_ROWS).bit_length() - 1))
+    n_chunks = chunk_count(n)
     bounds = _balanced_bounds(n, n_chunks)
     chunks = range(n_chunks)
     threads = n * n * n_heads >= threaded_scores
@@ -60,7 +62,7 @@ def loo_pairs(
             xp=np,
             threads=threads,
         )
-    sums = _in_order(parts)
+    sums = add_in_order(parts)
     t = Y.shape[1]
     totals = sums[:, t, :]
     # Rows whose sum underflowed (a row far from every other): their own
@@ -76,18 +78,10 @@ def loo_pairs(
         for block, E in sweep.shifted_weights(h, rows):
             totals[h, block] = np.sum(E, axis=1)
             Y_heads[h, block] = (E @ Y) / totals[h, block][:, None]
-    Y_hat = np.mean(Y_heads, axis=0) if n_heads > 1 else Y_heads[0]
-    R = Y_hat - Y
-    loss = np.sum(sw * np.sum(R * R, axis=1))
-    if diversity and n_heads > 1:
-        S = Y_heads - Y_hat
-        loss = loss - (diversity / n_heads) * np.sum(sw * np.sum(S * S, axis=2))
+    loss = ensemble_loss(Y_heads, Y, sw, diversity)
     if not return_grad:
         return loss, None
-    # dloss / dY_heads, as the row sweep's ``_upstream``.
-    if diversity and n_heads > 1:
-        R = R - diversity * (Y_heads - Y_hat)
-    U = np.broadcast_to((2.0 / n_heads) * sw[:, None] * R, Y_heads.shape)
+    U = ensemble_upstream(Y_heads, Y, sw, diversity)
     # G_ij = w_j K_ij (a_i . y_j - c_i) = K_ij L_i . R_j, with L_i = [a_i,
     # -c_i] and R_j = [w_j y_j, w_j] (the sums' values); the shifted rows'
     # own G rows are taken from their shifted weights, so zero here.
@@ -102,7 +96,7 @@ def loo_pairs(
             xp=np,
             threads=threads,
         )
-    CZ = _in_order(parts)
+    CZ = add_in_order(parts)
     Zh = sweep.Z1[:, :, :-1]
     # Head h's gradient in row k: sum_j C_kj (z_j - z_k).
     grad = CZ[:, :, :-1] - CZ[:, :, -1:] * Zh
@@ -126,19 +120,10 @@ def _balanced_bounds(n, n_chunks):
     return cuts + [n]
 
 
-def _in_order(parts):
-    """The chunks' arrays added in the chunks' order."""
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
-    return total
-
-
 def _strip_rows(width, n_heads, itemsize):
     """Rows per strip: a power of two from 8 to 256 whose kernel values
     (rows x width x heads) fit in ``_STRIP_BYTES``."""
-    fit = _STRIP_BYTES // max(1, width * n_heads * itemsize)
-    return int(min(256, max(8, 1 << max(0, fit.bit_length() - 1))))
+    return rows_within(_STRIP_BYTES, width * n_heads * itemsize)
 
 
 class _Pairs:

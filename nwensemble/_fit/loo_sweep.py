@@ -19,6 +19,13 @@ import math
 import numpy as np
 
 from nwensemble._fit.loo_pairs import loo_pairs
+from nwensemble._fit.sweep_common import (
+    add_in_order,
+    chunk_count,
+    ensemble_loss,
+    ensemble_upstream,
+    rows_within,
+)
 from nwensemble._shared.attention import (
     largest_safe_entry,
     log_weights,
@@ -30,11 +37,6 @@ from nwensemble._shared.backend import blas_single_threaded, map_on_host_threads
 # block stays in a core's L2 cache between its passes, and its products
 # are large enough for BLAS (see the performance notes).
 _BLOCK_BYTES = 1 << 20
-# Rows per chunk of blocks: chunks are what runs on threads, each with its
-# own column sums, added in a fixed order, so that the threads move the
-# time of an evaluation, never its value.
-_CHUNK_ROWS = 256
-_MAX_CHUNKS = 8
 # Whether evaluations go over each pair of rows once (``loo_pairs``) before
 # the rows' blocks: False keeps the row sweep alone, for comparisons.
 PAIRS = True
@@ -75,7 +77,7 @@ def loo_sweep(
             workspace["stable"] = True
     sweep = _Sweep(Z, Y, sw, n_heads, kernels, return_grad, diversity, stable)
     rows = _block_rows(n, n_heads, Z.dtype.itemsize)
-    n_chunks = min(_MAX_CHUNKS, 1 << max(0, (n // _CHUNK_ROWS).bit_length() - 1))
+    n_chunks = chunk_count(n)
     bounds = [n * k // n_chunks for k in range(n_chunks + 1)]
 
     def chunk(k):
@@ -95,20 +97,12 @@ def loo_sweep(
         # path at once.
         workspace["stable"] = True
     Y_heads = np.concatenate([part.Y_heads for part in parts], axis=1)
-    Y_hat = np.mean(Y_heads, axis=0) if n_heads > 1 else Y_heads[0]
-    R = Y_hat - Y
-    loss = np.sum(sw * np.sum(R * R, axis=1))
-    if diversity and n_heads > 1:
-        S = Y_heads - Y_hat
-        ambiguity = np.sum(sw * np.sum(S * S, axis=2))
-        loss = loss - (diversity / n_heads) * ambiguity
+    loss = ensemble_loss(Y_heads, Y, sw, diversity)
     if not return_grad:
         return loss, None
     GZ = np.concatenate([part.GZ for part in parts], axis=1)
-    colsum, GtZ = parts[0].colsum, parts[0].GtZ
-    for part in parts[1:]:
-        colsum = colsum + part.colsum
-        GtZ = GtZ + part.GtZ
+    colsum = add_in_order([part.colsum for part in parts])
+    GtZ = add_in_order([part.GtZ for part in parts])
     # Rows of G sum to zero (softmax is shift invariant): head h's gradient
     # in its rows is -(diag(colsum G) Z - G Z - G^T Z).
     grad = GZ + np.swapaxes(GtZ, 1, 2) - colsum[:, :, None] * sweep.Z
@@ -118,8 +112,7 @@ def loo_sweep(
 def _block_rows(n, n_heads, itemsize):
     """Query rows per block: a power of two from 8 to 256 whose weights
     (rows x n x heads) fit in ``_BLOCK_BYTES``."""
-    fit = _BLOCK_BYTES // max(1, n * n_heads * itemsize)
-    return int(min(256, max(8, 1 << max(0, fit.bit_length() - 1))))
+    return rows_within(_BLOCK_BYTES, n * n_heads * itemsize)
 
 
 class _ChunkResult:
@@ -188,7 +181,9 @@ class _Sweep:
             result.Y_heads[:, r0 - start : r1 - start] = Y_heads
             if not self.return_grad:
                 continue
-            U = self._upstream(Y_heads, r0, r1)
+            U = ensemble_upstream(
+                Y_heads, self.Y[r0:r1], self.sw[r0:r1], self.diversity
+            )
             a = U / s
             c = np.sum(U * Y_heads, axis=2) / s[:, :, 0]
             G = self.kernels.gradient_block(block_E, a, c, self.YT, result.colsum)
@@ -215,14 +210,3 @@ class _Sweep:
         E -= np.max(E, axis=2, keepdims=True)
         kernels.softmax_block(E, r0, self.YT, sums)
         return not self.stable
-
-    def _upstream(self, Y_heads, r0, r1):
-        """``dloss / dY_hat`` of each head in rows ``r0:r1``: ``2 sw (R -
-        diversity (Y_hat_h - Y_hat)) / H`` (see ``loo_loss``)."""
-        H = Y_heads.shape[0]
-        Y_hat = np.mean(Y_heads, axis=0) if H > 1 else Y_heads[0]
-        scale = (2.0 / H) * self.sw[r0:r1, None]
-        R = Y_hat - self.Y[r0:r1]
-        if not self.diversity or H == 1:
-            return np.broadcast_to(scale * R, Y_heads.shape)
-        return scale * (R - self.diversity * (Y_heads - Y_hat))
