@@ -168,5 +168,31 @@ def test_pair_gradient_is_g_plus_its_transpose():
         G_ij = L[h][:, r0 : r0 + 7].T @ R[:, c0:]  # rows as queries
         G_ji = R[:, r0 : r0 + 7].T @ L[h][:, c0:]  # rows as keys
         expected[h] = np.where(later, np.exp(K[h]) * (G_ij + G_ji), 0.0)
-    got = compiled.pair_gradient(K.copy(), r0, c0, L, R)
+    got = compiled.pair_gradient(K.copy(), r0, c0, L, R, False)
     assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+    # Kernel values already taken (as pair_weights leaves a strip).
+    weighed = np.where(later, np.exp(K), K)
+    got = compiled.pair_gradient(weighed, r0, c0, L, R, True)
+    assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("n_heads", [1, 3])
+def test_kept_strips_give_the_recomputed_bits(monkeypatch, spy, n_heads):
+    """The second pass reading the first pass's kernel values (the triangle
+    within ``KEPT_BYTES``) gives the bits of recomputing them, strip by
+    strip; across evaluations that share a workspace too."""
+    Z, Y, sw = loo_problem(1100, 3, n_heads, 2, np.float32, seed=8)
+    kw = dict(xp=np, kernel=SOFTMAX, n_heads=n_heads, diversity=0.2)
+    # 1100 rows' triangle is within the default budget.
+    assert loo_pairs._Pairs(Z, Y, sw, n_heads, compiled, None).kept
+    results = {}
+    for budget in (0, 1 << 40):
+        monkeypatch.setattr(loo_pairs, "KEPT_BYTES", budget)
+        workspace = {}
+        first = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, **kw)
+        again = loo_loss.loo_loss_and_grad_z(Z, Y, sw, workspace=workspace, **kw)
+        np.testing.assert_array_equal(first[1], again[1])
+        results[budget] = first
+    assert all(result is not None for result in spy)
+    assert results[0][0] == results[1 << 40][0]
+    np.testing.assert_array_equal(results[0][1], results[1 << 40][1])

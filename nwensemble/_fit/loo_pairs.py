@@ -8,9 +8,11 @@ can take a pair both ways: row ``i``'s readout sums gain ``K_ij w_j [y_j,
 G + G^T`` (``G`` the derivative in the scores), whose pair ``(i, j)`` is
 ``K_ij (L_i . R_j + L_j . R_i)`` for per-row vectors ``L`` and ``R``. So
 the rows are swept in strips of the upper triangle, twice: once for the
-sums (from which the estimates, the loss and each row's ``L``), once, with
-the kernel recomputed, for ``C`` and its products with ``[Z, 1]`` both
-ways. The products take ``2d + 3`` multiply-adds per ordered pair of rows
+sums (from which the estimates, the loss and each row's ``L``), once for
+``C`` and its products with ``[Z, 1]`` both ways, reading the strips'
+kernel values as the first pass left them where the whole triangle fits
+``KEPT_BYTES`` (a minibatch's always), else recomputing them strip by
+strip. The products take ``2d + 3`` multiply-adds per ordered pair of rows
 against the row sweep's ``3d + 2`` (see ``loo_sweep``), the exps as many.
 A row whose sum underflows (far from every other) takes its own weights
 again, shifted by its largest logit; more than ``_MOST_LOW`` of them are
@@ -37,6 +39,10 @@ from nwensemble._shared.backend import blas_single_threaded, map_on_host_threads
 # A strip's kernel values, all heads together, at most this many bytes (as
 # the row sweep's blocks: in a core's L2 between the strip's passes).
 _STRIP_BYTES = 1 << 20
+# The triangle's kernel values, all heads together, kept between the two
+# passes up to about this many bytes; beyond, the second pass recomputes
+# them strip by strip.
+KEPT_BYTES = 64 << 20
 # More rows than this share of all rows (over all heads) underflowing: the
 # caller's stable path for them all (each underflowing row costs two passes
 # over all rows of its own).
@@ -152,30 +158,45 @@ class _Pairs:
         self.YT = np.ascontiguousarray(Y.T)
         self.log_w = log_weights(w, xp=np)
         self.kernels = kernels
-        self.workspace = workspace
+        # Chunks' buffers, across calls when the caller keeps a workspace
+        # and always between the two passes.
+        self.workspace = {} if workspace is None else workspace
+        # The kernel values of every strip kept for the second pass when
+        # the triangle fits the budget (then neither scores nor exps again).
+        self.kept = n_heads * n * (n + 1) // 2 * dtype.itemsize <= KEPT_BYTES
 
-    def _strips(self, k, start, stop):
+    def _strips(self, k, start, stop, *, scored=True):
         """``(r0, r1, K)`` for the strips of rows ``start:stop`` in order,
         ``K`` the strip's scores (heads, r1 - r0, n - r0) in chunk ``k``'s
-        buffer."""
+        buffer; with ``scored=False``, the strip's values as the pass
+        before left them (only where the strips are ``kept``)."""
         H, _, n = self.keys.shape
         dtype = self.keys.dtype
-        # The most any strip takes: the budget, or the least rows at the
-        # widest strip.
-        size = max(_STRIP_BYTES // dtype.itemsize, 8 * H * (n - start))
-        space = {} if self.workspace is None else self.workspace
-        buf = space.get(("pairs", k))
-        if buf is None or buf.shape[0] < size or buf.dtype != dtype:
-            buf = np.empty(size, dtype=dtype)
-            space[("pairs", k)] = buf
+        bounds = []
         r0 = start
         while r0 < stop:
-            m = n - r0
-            r1 = min(stop, r0 + _strip_rows(m, H, dtype.itemsize))
-            K = buf[: H * (r1 - r0) * m].reshape(H, r1 - r0, m)
-            np.matmul(self.queries[:, r0:r1], self.keys[:, :, r0:], out=K)
-            yield r0, r1, K
+            r1 = min(stop, r0 + _strip_rows(n - r0, H, dtype.itemsize))
+            bounds.append((r0, r1))
             r0 = r1
+        sizes = [H * (r1 - r0) * (n - r0) for r0, r1 in bounds]
+        if self.kept:
+            size = sum(sizes)
+        else:
+            # The most any strip takes: the budget, or the least rows at
+            # the widest strip.
+            size = max(_STRIP_BYTES // dtype.itemsize, 8 * H * (n - start))
+        buf = self.workspace.get(("pairs", k))
+        if buf is None or buf.shape[0] < size or buf.dtype != dtype:
+            buf = np.empty(size, dtype=dtype)
+            self.workspace[("pairs", k)] = buf
+        offset = 0
+        for (r0, r1), size in zip(bounds, sizes):
+            K = buf[offset : offset + size].reshape(H, r1 - r0, n - r0)
+            if scored:
+                np.matmul(self.queries[:, r0:r1], self.keys[:, :, r0:], out=K)
+            yield r0, r1, K
+            if self.kept:
+                offset += size
 
     def sums(self, k, start, stop):
         """Chunk ``k``'s share (heads, columns, n) of every row's readout
@@ -192,8 +213,8 @@ class _Pairs:
         the rows' ``[a, -c]`` (heads, columns, n)."""
         H, n, d1 = self.Z1.shape
         CZ = np.zeros((H, n, d1), dtype=self.Z1.dtype)
-        for r0, r1, K in self._strips(k, start, stop):
-            self.kernels.pair_gradient(K, r0, r0, L, self.V)
+        for r0, r1, K in self._strips(k, start, stop, scored=not self.kept):
+            self.kernels.pair_gradient(K, r0, r0, L, self.V, self.kept)
             CZ[:, r0:r1] += np.matmul(K, self.Z1[:, r0:])
             CZ[:, r0:] += np.matmul(np.swapaxes(K, 1, 2), self.Z1[:, r0:r1])
         return CZ

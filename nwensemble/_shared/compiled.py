@@ -252,12 +252,14 @@ if numba is not None:
             row[j] *= f[j]
 
     @_jit_exact
-    def pair_gradient(K, r0, c0, L, R):
+    def pair_gradient(K, r0, c0, L, R, weighed):
         """The loss's derivative in the scores of a strip of pairs, both
         ways, in place: ``K`` as in ``pair_weights`` becomes ``C[h, i, j] =
         G[h, i, j] + G[h, j, i]`` where ``c0 + j > r0 + r`` and zero
         elsewhere, with ``G[h, i, j] = exp(K[h, i, j]) L[h, :, i] . R[:,
-        j]`` (``L``: (heads, columns, n), ``R``: (columns, n))."""
+        j]`` (``L``: (heads, columns, n), ``R``: (columns, n)); with
+        ``weighed``, ``K`` already holds the kernel values there (as
+        ``pair_weights`` leaves them) and ``exp`` is not taken again."""
         buf = np.empty(K.shape[2], dtype=K.dtype)
         for h in range(K.shape[0]):
             for r in range(K.shape[1]):
@@ -265,7 +267,8 @@ if numba is not None:
                 first = i + 1 - c0
                 K[h, r, :first] = 0.0
                 row = K[h, r, first:]
-                _exp_all(row)
+                if not weighed:
+                    _exp_all(row)
                 f = buf[: row.shape[0]]
                 f[:] = 0.0
                 for k in range(R.shape[0]):
