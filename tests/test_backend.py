@@ -1,16 +1,19 @@
 """Array namespace handling."""
 
 import pickle
+import threading
+import time
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn import config_context
+from sklearn import config_context, get_config
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_info
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._shared.backend import (
+    _PRODUCT_THREADS,
     fixed_order_matmul,
     get_namespace,
     map_on_host_threads,
@@ -277,6 +280,41 @@ def test_host_threads_map_in_order_and_nest():
     assert map_on_host_threads(inner, range(4), xp=np) == [
         [10 * i + j for j in range(3)] for i in range(4)
     ]
+
+
+def test_host_threads_take_the_caller_too_and_raise_its_errors():
+    """The calling thread takes tasks beside the pool's (on one core it
+    takes them all), and a task's error reaches the caller."""
+
+    def name(i):
+        time.sleep(0.01)
+        return threading.current_thread().name
+
+    assert threading.current_thread().name in map_on_host_threads(name, range(8), xp=np)
+
+    def fails_at_three(i):
+        if i == 3:
+            raise ValueError("task 3")
+        return i
+
+    with pytest.raises(ValueError, match="task 3"):
+        map_on_host_threads(fails_at_three, range(6), xp=np)
+
+
+def test_host_threads_see_the_callers_context_and_configuration():
+    """Every task sees the caller's context variables (here
+    ``products_on_threads``) and scikit-learn configuration, whichever
+    thread takes it: a task computes the same on any of them."""
+
+    def seen(i):
+        time.sleep(0.005)
+        return _PRODUCT_THREADS.get(), get_config()["working_memory"]
+
+    with products_on_threads(True), config_context(working_memory=77):
+        assert set(map_on_host_threads(seen, range(8), xp=np)) == {(True, 77)}
+    assert set(map_on_host_threads(seen, range(8), xp=np)) == {
+        (None, get_config()["working_memory"])
+    }
 
 
 @pytest.mark.parametrize("blocks_of", ["A", "B"])

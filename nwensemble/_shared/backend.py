@@ -15,7 +15,7 @@ import array_api_compat
 import numpy as np
 import scipy.sparse
 from array_api_compat import numpy as np_compat
-from sklearn import get_config
+from sklearn import config_context, get_config
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 from threadpoolctl import ThreadpoolController
 
@@ -181,9 +181,15 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
 
     NumPy releases the GIL in its ufuncs and products, so independent tiles
     run in parallel; BLAS is held to one thread meanwhile (restored after), as
-    the threads already use every core. With ``threads=False``, and for other
-    namespaces (a GPU queues the work anyway), the tasks run in order.
+    the threads already use every core. The calling thread takes tasks
+    beside one fewer of the pool's threads (a map of small tasks then waits
+    for one wake-up, not every thread's), and the pool's threads take
+    theirs in the caller's context and scikit-learn configuration, so that
+    a task computes the same whichever thread takes it. With
+    ``threads=False``, and for other namespaces (a GPU queues the work
+    anyway), the tasks run in order.
     """
+    tasks = list(tasks)
     n_threads = 1
     if threads and array_api_compat.is_numpy_namespace(xp):
         n_threads = min(_openmp_effective_n_threads(), len(tasks))
@@ -191,8 +197,37 @@ def map_on_host_threads(fn, tasks, *, xp, threads=True):
         # A task of the pool that maps again runs its tasks itself: waiting
         # on the pool from inside it could leave no thread to run them.
         return [fn(task) for task in tasks]
+    results = [None] * len(tasks)
+    order = iter(range(len(tasks)))
+    lock = threading.Lock()
+
+    def take_tasks():
+        while True:
+            with lock:
+                i = next(order, None)
+            if i is None:
+                return
+            results[i] = fn(tasks[i])
+
+    context, config = contextvars.copy_context(), get_config()
+
+    def help_take_tasks():
+        with config_context(**config):
+            take_tasks()
+
     with blas_single_threaded():
-        return list(_host_pool().map(fn, tasks))
+        helpers = [
+            _host_pool().submit(context.copy().run, help_take_tasks)
+            for _ in range(n_threads - 1)
+        ]
+        try:
+            take_tasks()
+        finally:
+            for helper in helpers:
+                # A helper not yet started finds no task left.
+                if not helper.cancel():
+                    helper.result()
+    return results
 
 
 # Least rows (or columns) per block of ``fixed_order_matmul``: smaller
