@@ -98,11 +98,32 @@ def fit_power(X, sw, *, rng):
     limit = 0.5 * math.log(float(np.finfo(np.float64).max)) / 4.0
     a = np.clip(a, -limit, limit)
     J = np.where(boxcox, a, np.sign(V) * a)
-    jacobian = w @ J
-    best = np.full(X.shape[1], -np.inf)
+    few_values = np.array([np.unique(col).shape[0] < 3 for col in X.T])
+    # Symmetric features are left linear (warping Friedman #1's uniform
+    # features raised its test error): only features whose weighted skewness
+    # exceeds _SKEW_TO_WARP in size are warped, and only theirs search the
+    # grid.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        centred = V - w @ V
+        std = np.sqrt(w @ centred**2)
+        skew = w @ (centred / std) ** 3
+    symmetric = ~(np.abs(np.nan_to_num(skew, nan=0.0)) > _SKEW_TO_WARP)
+    warped = np.flatnonzero(~(few_values | symmetric))
     lambdas = np.ones(X.shape[1])
+    lambdas[warped] = _best_exponents(
+        V[:, warped], a[:, warped], boxcox[warped], w @ J[:, warped], w
+    )
+    lower = np.where(boxcox, 0.1 * np.min(np.where(V > 0, V, np.inf), axis=0), 0.0)
+    return boxcox, norm, lower, lambdas
+
+
+def _best_exponents(V, a, boxcox, jacobian, w):
+    """Per column of ``V``, the grid's exponent of the largest profile
+    log-likelihood (see ``fit_power``)."""
+    best = np.full(V.shape[1], -np.inf)
+    lambdas = np.ones(V.shape[1])
     for lam in _LAMBDAS:
-        psi = _power_np(V, np.full(X.shape[1], lam), a, boxcox)
+        psi = _power_np(V, np.full(V.shape[1], lam), a, boxcox)
         mean = w @ psi
         var = w @ (psi - mean) ** 2
         with np.errstate(divide="ignore"):
@@ -111,18 +132,7 @@ def fit_power(X, sw, *, rng):
         better = ll > best + 1e-12
         best = np.where(better, ll, best)
         lambdas = np.where(better, lam, lambdas)
-    few_values = np.array([np.unique(col).shape[0] < 3 for col in X.T])
-    # Symmetric features are left linear (warping Friedman #1's uniform
-    # features raised its test error): only features whose weighted skewness
-    # exceeds _SKEW_TO_WARP in size are warped.
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        centred = V - w @ V
-        std = np.sqrt(w @ centred**2)
-        skew = w @ (centred / std) ** 3
-    symmetric = ~(np.abs(np.nan_to_num(skew, nan=0.0)) > _SKEW_TO_WARP)
-    lambdas = np.where(few_values | symmetric, 1.0, lambdas)
-    lower = np.where(boxcox, 0.1 * np.min(np.where(V > 0, V, np.inf), axis=0), 0.0)
-    return boxcox, norm, lower, lambdas
+    return lambdas
 
 
 def _power_np(V, lam, a, boxcox):
