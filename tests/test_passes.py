@@ -181,6 +181,28 @@ def test_tiled_threaded_prediction_equals_explicit_weights(monkeypatch, dtype, r
     assert_allclose(got, V @ Y, rtol=rtol, atol=rtol)
 
 
+def test_only_the_rows_that_underflow_take_the_stable_path(monkeypatch):
+    """On the host a tile with one query far from every key takes that query
+    alone again on the stable path; the estimates stay the explicit
+    softmax average (far and near queries alike)."""
+    _small_tiles(monkeypatch)
+    Q, Z, Y, sw, _ = _heads_problem(n_heads=1)
+    Q = Q.copy()
+    Q[5] += 40.0  # in the second tile of four queries
+    kernel = KERNELS["softmax"]
+    rows_taken = []
+    original = type(kernel).attend
+
+    def spy(self, Q, *args, **kwargs):
+        rows_taken.append(Q.shape[0])
+        return original(self, Q, *args, **kwargs)
+
+    monkeypatch.setattr(type(kernel), "attend", spy)
+    got = passes(Z, Y, log_weights(sw, xp=np)).estimates(Q)
+    assert rows_taken == [1]
+    assert_allclose(got, _softmax_weights(Q, Z, sw) @ Y, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("kernel", ["softmax", "biweight"])
 def test_prediction_off_the_host_reads_nothing_back_per_block(count_read_backs, kernel):
     """On a device (array_api_strict stands in), predicting 400 queries in 40

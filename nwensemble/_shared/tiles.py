@@ -4,8 +4,9 @@ threads.
 A tile of (``_QUERY_TILE``, ``_KEY_TILE``) logits stays in a core's L2 cache
 through the clamp, the exp and the product with ``[y, 1]`` that follow the
 score product, instead of making three more passes through memory. A query
-so far from every key that its tile's row sums underflow takes the blocks'
-stable path (``attention.attend``) instead.
+so far from every key that its row sum underflows is taken again on the
+stable path (the kernel's ``attend``, each row's largest logit subtracted):
+on the host that row alone, the tile's other rows keeping their sums.
 """
 
 # Authors: The nwensemble developers
@@ -14,7 +15,6 @@ stable path (``attention.attend``) instead.
 import numpy as np
 
 from nwensemble._shared.attention import (
-    attend,
     key_bias,
     largest_safe_entry,
     logit_floor,
@@ -23,11 +23,13 @@ from nwensemble._shared.attention import (
 from nwensemble._shared.backend import (
     THREADED_SCORES,
     device,
+    eager_host,
     exp_inplace,
     map_on_host_threads,
     matmul_into,
     maximum_inplace,
     row_major,
+    to_numpy,
     workspace_buffer,
 )
 from nwensemble._shared.passes import (
@@ -307,23 +309,47 @@ class TilePasses(BlockPasses):
                 )
             return nums
 
+        def stable_sums(h, rows, left_out):
+            """Head ``h``'s sums for the query rows ``rows`` (an index
+            array or slice) by attend's stable path."""
+            skip = None if left_out is None else xp.asarray(left_out, device=dev)
+            _, num, _ = keys.kernel.attend(
+                xp.take(Q[:, h * d : (h + 1) * d], rows, axis=0)
+                if not isinstance(rows, slice)
+                else Q[rows, h * d : (h + 1) * d],
+                Z[:, h * d : (h + 1) * d],
+                (biases[h], None),
+                readout_columns(keys, heads=[h])[0],
+                xp=xp,
+                exclude=skip,
+                exact_zeros=False,
+                # Straight to the stable path: these rows underflow.
+                workspace={"stable": True},
+            )
+            return num
+
         def head_block(task, num):
             h, r0 = task
             rows, left_out = tile_rows(r0)
-            stable = num is None or float(xp.min(num[:, -1])) < floor_sum
-            if stable:
+            if num is None:
                 # Some query is far from every key: attend's stable path.
-                skip = None if left_out is None else xp.asarray(left_out, device=dev)
-                _, num = attend(
-                    Q[rows, h * d : (h + 1) * d],
-                    Z[:, h * d : (h + 1) * d],
-                    biases[h],
-                    readout_columns(keys, heads=[h])[0],
-                    xp=xp,
-                    exclude=skip,
-                    exact_zeros=False,
-                )
-            return finish(h, rows, num, stable)
+                return finish(h, rows, stable_sums(h, rows, left_out), True)
+            if float(xp.min(num[:, -1])) >= floor_sum:
+                return finish(h, rows, num, False)
+            if not eager_host(xp):
+                # Off the host the whole tile, as the device takes it.
+                return finish(h, rows, stable_sums(h, rows, left_out), True)
+            # Only the rows whose sums underflowed, by the stable path (their
+            # sums scaled by each row's largest weight, as the tile's flag
+            # says); the others keep the tile's.
+            low = np.flatnonzero(to_numpy(num[:, -1]) < floor_sum)
+            num = xp.asarray(num, copy=True)
+            num[low] = stable_sums(
+                h,
+                xp.asarray(r0 + low, device=dev),
+                None if left_out is None else left_out[low],
+            )
+            return finish(h, rows, num, True)
 
         parts = []
         for g0 in range(0, m, _QUERY_GROUP):
