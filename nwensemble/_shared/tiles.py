@@ -309,14 +309,12 @@ class TilePasses(BlockPasses):
                 )
             return nums
 
-        def stable_sums(h, rows, left_out):
-            """Head ``h``'s sums for the query rows ``rows`` (an index
-            array or slice) by attend's stable path."""
+        def stable_sums(h, q, left_out):
+            """Head ``h``'s sums for its queries ``q`` by attend's stable
+            path."""
             skip = None if left_out is None else xp.asarray(left_out, device=dev)
             _, num, _ = keys.kernel.attend(
-                xp.take(Q[:, h * d : (h + 1) * d], rows, axis=0)
-                if not isinstance(rows, slice)
-                else Q[rows, h * d : (h + 1) * d],
+                q,
                 Z[:, h * d : (h + 1) * d],
                 (biases[h], None),
                 readout_columns(keys, heads=[h])[0],
@@ -331,23 +329,21 @@ class TilePasses(BlockPasses):
         def head_block(task, num):
             h, r0 = task
             rows, left_out = tile_rows(r0)
+            q = Q[rows, h * d : (h + 1) * d]
             if num is None:
                 # Some query is far from every key: attend's stable path.
-                return finish(h, rows, stable_sums(h, rows, left_out), True)
+                return finish(h, rows, stable_sums(h, q, left_out), True)
             if float(xp.min(num[:, -1])) >= floor_sum:
                 return finish(h, rows, num, False)
             if not eager_host(xp):
                 # Off the host the whole tile, as the device takes it.
-                return finish(h, rows, stable_sums(h, rows, left_out), True)
+                return finish(h, rows, stable_sums(h, q, left_out), True)
             # Only the rows whose sums underflowed, by the stable path (their
             # sums scaled by each row's largest weight, as the tile's flag
-            # says); the others keep the tile's.
+            # says); the others keep the tile's (``num`` is this task's own).
             low = np.flatnonzero(to_numpy(num[:, -1]) < floor_sum)
-            num = xp.asarray(num, copy=True)
             num[low] = stable_sums(
-                h,
-                xp.asarray(r0 + low, device=dev),
-                None if left_out is None else left_out[low],
+                h, q[low], None if left_out is None else left_out[low]
             )
             return finish(h, rows, num, True)
 
