@@ -225,6 +225,38 @@ def test_numbers_read_as_text_are_named_in_a_warning():
             _quiet(model.set_params(categorical_features=categorical), table, y)
 
 
+@pytest.mark.parametrize("make", ESTIMATORS)
+def test_a_polars_frame_is_its_pandas_frame(make):
+    """A polars DataFrame (string, categorical and boolean columns, nulls in
+    numbers and in levels) fits the model of the same pandas frame, and
+    either kind of frame predicts with either model."""
+    pl = pytest.importorskip("polars")
+    pytest.importorskip("pyarrow")  # polars' conversion to pandas
+    X, y = mixed_frame(n=200, seed=8, missing=0.2)
+    rng = np.random.default_rng(8)
+    colors = [c if keep else None for c, keep in zip(X["color"], rng.random(200) > 0.1)]
+    X = X.assign(color=pd.Series(colors, dtype=object), flag=rng.random(200) < 0.5)
+    y = y + X["flag"].to_numpy()
+    frame = pl.DataFrame(
+        {
+            "x": X["x"].to_numpy(),
+            "color": pl.Series(colors, dtype=pl.String),
+            "z": pl.Series(X["z"].to_numpy()).fill_nan(None),
+            "flag": X["flag"].to_numpy(),
+        }
+    )
+    assert frame["z"].null_count() > 0 and frame["color"].null_count() > 0
+    from_pandas = _quiet(make(), X, y)
+    from_polars = _quiet(make(), frame, y)
+    assert_array_equal(from_polars.is_categorical_, [False, True, False, True])
+    assert_array_equal(from_polars.feature_names_in_, ["x", "color", "z", "flag"])
+    ref = from_pandas.predict(X)
+    assert_array_equal(from_polars.predict(frame), ref)
+    assert_array_equal(from_pandas.predict(frame), ref)
+    as_category = frame.with_columns(pl.col("color").cast(pl.Categorical))
+    assert_array_equal(_quiet(make(), as_category, y).predict(as_category), ref)
+
+
 def test_levels_by_pandas_hash_tables_are_those_of_the_loop(monkeypatch):
     """pandas' hash tables (where pandas is installed) number the levels and
     find them at prediction as the loop over the rows does without pandas:
