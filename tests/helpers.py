@@ -66,3 +66,17 @@ def assert_objective_close(got, expected, rtol):
     scale = np.abs(expected[1]).max()
     assert got[1].dtype == expected[1].dtype
     assert_allclose(got[1], expected[1], rtol=0, atol=rtol * scale)
+
+
+def shrunk_correlation(X):
+    """Schaefer and Strimmer's shrinkage of the correlation of the complete,
+    standardised rows ``X``, written out for equal weights (what
+    ``conditional_fill.fit_correlation`` computes): the matrix and
+    ``lambda``."""
+    n, p = X.shape
+    R = X.T @ X / n
+    products = X[:, :, None] * X[:, None, :]
+    variance = ((products - R) ** 2).sum(axis=0) / n**2
+    off = ~np.eye(p, dtype=bool)
+    lam = min(1.0, variance[off].sum() / (R[off] ** 2).sum())
+    return np.where(off, (1 - lam) * R, 1.0), lam

@@ -1,8 +1,9 @@
 """A missing numeric value sits at its conditional mean given the row's
-observed features."""
+observed features, under correlations shrunk towards the identity."""
 
 import numpy as np
 import pytest
+from helpers import shrunk_correlation
 from numpy.testing import assert_allclose
 
 from nwensemble._shared.conditional_fill import fill_missing, fit_correlation
@@ -23,7 +24,9 @@ def test_the_fill_is_the_gaussian_conditional_mean(ns):
         ns.asarray(X), ns.asarray(valid), ns.asarray(np.full(len(X), 1 / len(X))), xp=xp
     )
     C = ns.check_output(C)
-    assert_allclose(C, np.corrcoef(X.T), atol=1e-10)
+    expected, lam = shrunk_correlation(X)
+    assert 0 < lam < 0.01  # 4000 rows of strong correlations: little noise
+    assert_allclose(C, expected, atol=1e-10)
     # Feature 1 missing in one row, feature 0 and 2 in another, none in a third.
     rows = np.array([[0.5, 0.0, -1.0], [0.0, 2.0, 0.0], [0.1, 0.2, 0.3]])
     mask = np.array([[True, False, True], [False, True, False], [True, True, True]])
@@ -49,6 +52,30 @@ def test_pairwise_estimate_from_rows_with_missing_cells():
     filled = fill_missing(Xm, valid, est, xp=np)
     miss = ~valid & valid[:, [1, 0, 1]].any(axis=1, keepdims=True)
     assert np.mean((filled - X)[miss] ** 2) < 0.8 * np.mean(X[miss] ** 2)
+
+
+def test_noise_correlations_are_shrunk_away():
+    """Between unrelated features the estimated correlations are noise, and
+    shrunk nearly to zero; beside a strong correlation they are shrunk
+    little, and the fill of a feature unrelated to the others stays near
+    its mean, not scattered by the noise of its correlations."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((60, 5))
+    X = (X - X.mean(0)) / X.std(0)
+    C, lam = shrunk_correlation(X)
+    assert lam > 0.5
+    assert_allclose(fit_correlation(X, None, np.full(60, 1 / 60), xp=np), C, atol=1e-12)
+    a = rng.standard_normal(60)
+    related = np.column_stack([a, a + 0.3 * rng.standard_normal(60), X[:, :3]])
+    related = (related - related.mean(0)) / related.std(0)
+    C, lam = shrunk_correlation(related)
+    assert lam < 0.2
+    raw = np.corrcoef(related.T)
+    valid = np.ones(related.shape, dtype=bool)
+    valid[:, 4] = False
+    filled = fill_missing(related, valid, C, xp=np)[:, 4]
+    unshrunk = fill_missing(related, valid, raw, xp=np)[:, 4]
+    assert np.std(filled) < np.std(unshrunk)
 
 
 def test_a_row_with_nothing_observed_stays_at_the_mean():

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import shrunk_correlation
 
 from nwensemble import (
     MultiHeadNWRegressor,
@@ -87,14 +88,14 @@ def test_predict_rejects_wrong_feature_count():
 def test_predict_puts_an_unseen_missing_value_at_its_conditional_mean():
     """A NaN at predict time in a feature that had none in training sits at
     its conditional mean given the row's other features (the Gaussian one,
-    from the standardised training correlations): finite, and the
+    from the standardised training correlations, shrunk): finite, and the
     prediction of that row with the feature there."""
     Xc = X.copy()
     Xc[:, 2] = X[:, 0] + 0.5 * X[:, 1] + 0.2 * X[:, 2]
     reg = NWAttentionRegressor(max_iter=2, standardize=True).fit(Xc, y)
     query = _with(Xc[:3], (2, 2), np.nan)
     S = (Xc - Xc.mean(0)) / Xc.std(0)
-    C = np.corrcoef(S.T)
+    C, _ = shrunk_correlation(S)
     o = [0, 1, 3]
     fill = C[2, o] @ np.linalg.solve(C[np.ix_(o, o)], S[2, o])
     there = Xc[:3].copy()

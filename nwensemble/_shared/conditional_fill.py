@@ -10,6 +10,14 @@ unrelated to the others are filled at their mean; features that
 move together (sizes, areas, counts of one thing) are filled where the
 others place them, which the learned "missing" embedding then only needs to
 correct.
+
+An estimated correlation is never exactly zero: between unrelated features
+its noise (about ``1 / sqrt(n)``) would scatter their missing values along
+the feature's axis, which a head that resolves that axis finely reads as
+signal. So the estimate is shrunk towards the identity as Schaefer and
+Strimmer (2005) shrink a correlation matrix: every correlation times ``1 -
+lambda``, with ``lambda`` the sum of the correlations' estimated variances
+over the sum of their squares (at most 1), which needs no constant.
 """
 
 # Authors: The nwensemble developers
@@ -34,20 +42,42 @@ def fit_correlation(Xs, valid, sw, *, xp):
     positive definite. A (p, p) array in ``Xs``'s namespace, device and
     dtype."""
     num = to_numpy((Xs * sw[:, None]).T @ Xs).astype(np.float64)
-    if valid is None:
-        C = num
-    else:
-        V = xp.astype(valid, Xs.dtype)
-        den = to_numpy((V * sw[:, None]).T @ V).astype(np.float64)
-        C = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    V = xp.ones_like(Xs) if valid is None else xp.astype(valid, Xs.dtype)
+    den = to_numpy((V * sw[:, None]).T @ V).astype(np.float64)
+    C = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
     # Standardised on each feature's observed rows: unit variance, except
     # for features never observed, which stay uncorrelated with the others.
+    np.fill_diagonal(C, 1.0)
+    C = C * (1.0 - shrinkage_intensity(C, Xs, V, sw, den))
     np.fill_diagonal(C, 1.0)
     if C.shape[0] > 0:
         vals, vecs = np.linalg.eigh((C + C.T) / 2)
         vals = np.maximum(vals, _MIN_EIGEN_RATIO * vals[-1])
         C = (vecs * vals) @ vecs.T
     return xp.asarray(C, dtype=Xs.dtype, device=device(Xs))
+
+
+def shrinkage_intensity(C, Xs, V, sw, den):
+    """Schaefer and Strimmer's ``lambda`` for the correlations ``C`` of
+    ``Xs`` (zero where missing) on the rows where ``V`` is 1, weights
+    ``sw`` summing to one, ``den`` the weight of each pair's rows: the sum
+    over pairs of features of ``Var(r_jk)``, the variance of the weighted
+    mean that ``r_jk`` is, over the sum of ``r_jk^2``; at most 1, and 0
+    for fewer than two features or none correlated."""
+    w2 = sw * sw
+    squares = Xs * Xs
+    # sum_i w_i^2 m_ijk (x_ij x_ik - r_jk)^2, m_ijk = 1 where both are
+    # observed (x is zero elsewhere), as three products.
+    fourth = to_numpy((squares * w2[:, None]).T @ squares).astype(np.float64)
+    second = to_numpy((Xs * w2[:, None]).T @ Xs).astype(np.float64)
+    count = to_numpy((V * w2[:, None]).T @ V).astype(np.float64)
+    spread = fourth - 2.0 * C * second + C * C * count
+    variance = np.divide(spread, den * den, out=np.zeros_like(C), where=den > 0)
+    off = ~np.eye(C.shape[0], dtype=bool)
+    total = float(np.sum(C[off] ** 2))
+    if total == 0.0:
+        return 0.0
+    return min(1.0, float(np.sum(variance[off])) / total)
 
 
 def fill_missing(N, valid, correlation, *, xp):
