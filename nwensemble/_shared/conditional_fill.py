@@ -38,9 +38,9 @@ _BLOCK_ROWS = 4096
 def fit_correlation(Xs, valid, sw, *, xp):
     """Correlation of the standardised features ``Xs`` (n, p), zero where
     missing, each pair weighted by ``sw`` (summing to one) over the rows
-    where both are ``valid`` (every row when ``valid`` is None); made
-    positive definite. A (p, p) array in ``Xs``'s namespace, device and
-    dtype."""
+    where both are ``valid`` (every row when ``valid`` is None); shrunk
+    towards the identity by ``shrinkage_intensity`` and made positive
+    definite. A (p, p) array in ``Xs``'s namespace, device and dtype."""
     num = to_numpy((Xs * sw[:, None]).T @ Xs).astype(np.float64)
     V = xp.ones_like(Xs) if valid is None else xp.astype(valid, Xs.dtype)
     den = to_numpy((V * sw[:, None]).T @ V).astype(np.float64)
