@@ -42,8 +42,8 @@ def fit_correlation(Xs, valid, sw, *, xp):
     towards the identity by ``shrinkage_intensity`` and made positive
     definite. A (p, p) array in ``Xs``'s namespace, device and dtype."""
     num = to_numpy((Xs * sw[:, None]).T @ Xs).astype(np.float64)
-    V = xp.ones_like(Xs) if valid is None else xp.astype(valid, Xs.dtype)
-    den = to_numpy((V * sw[:, None]).T @ V).astype(np.float64)
+    V = None if valid is None else xp.astype(valid, Xs.dtype)
+    den = _pair_sums(V, sw, like=num)
     C = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
     # Standardised on each feature's observed rows: unit variance, except
     # for features never observed, which stay uncorrelated with the others.
@@ -57,20 +57,30 @@ def fit_correlation(Xs, valid, sw, *, xp):
     return xp.asarray(C, dtype=Xs.dtype, device=device(Xs))
 
 
+def _pair_sums(V, w, *, like):
+    """Per pair of features, the sum of the weights ``w`` over the rows
+    where both are observed (``V`` 1; every row when ``V`` is None), float64
+    NumPy shaped ``like``."""
+    if V is None:  # every pair on every row: no product over the rows
+        return np.full_like(like, float(np.sum(to_numpy(w), dtype=np.float64)))
+    return to_numpy((V * w[:, None]).T @ V).astype(np.float64)
+
+
 def shrinkage_intensity(C, Xs, V, sw, den):
     """Schaefer and Strimmer's ``lambda`` for the correlations ``C`` of
-    ``Xs`` (zero where missing) on the rows where ``V`` is 1, weights
-    ``sw`` summing to one, ``den`` the weight of each pair's rows: the sum
+    ``Xs`` (zero where missing) on the rows where ``V`` is 1 (every row
+    when ``V`` is None), weights ``sw`` summing to one, ``den`` the weight
+    of each pair's rows (``_pair_sums``): the sum
     over pairs of features of ``Var(r_jk)``, the variance of the weighted
     mean that ``r_jk`` is, over the sum of ``r_jk^2``; at most 1, and 0
     for fewer than two features or none correlated."""
     w2 = sw * sw
     squares = Xs * Xs
     # sum_i w_i^2 m_ijk (x_ij x_ik - r_jk)^2, m_ijk = 1 where both are
-    # observed (x is zero elsewhere), as three products.
+    # observed (x is zero elsewhere), as three sums over the rows.
     fourth = to_numpy((squares * w2[:, None]).T @ squares).astype(np.float64)
     second = to_numpy((Xs * w2[:, None]).T @ Xs).astype(np.float64)
-    count = to_numpy((V * w2[:, None]).T @ V).astype(np.float64)
+    count = _pair_sums(V, w2, like=C)
     spread = fourth - 2.0 * C * second + C * C * count
     variance = np.divide(spread, den * den, out=np.zeros_like(C), where=den > 0)
     off = ~np.eye(C.shape[0], dtype=bool)
