@@ -70,10 +70,10 @@ def shrinkage_intensity(C, Xs, V, sw, den):
     """Schaefer and Strimmer's ``lambda`` for the correlations ``C`` of
     ``Xs`` (zero where missing) on the rows where ``V`` is 1 (every row
     when ``V`` is None), weights ``sw`` summing to one, ``den`` the weight
-    of each pair's rows (``_pair_sums``): the sum
-    over pairs of features of ``Var(r_jk)``, the variance of the weighted
-    mean that ``r_jk`` is, over the sum of ``r_jk^2``; at most 1, and 0
-    for fewer than two features or none correlated."""
+    of each pair's rows (``_pair_sums``): the sum over pairs of features of
+    ``Var(r_jk)``, the variance of the weighted mean that ``r_jk`` is, over
+    the sum of ``r_jk^2``; at most 1, and 0 for fewer than two features or
+    none correlated."""
     w2 = sw * sw
     squares = Xs * Xs
     # sum_i w_i^2 m_ijk (x_ij x_ik - r_jk)^2, m_ijk = 1 where both are
