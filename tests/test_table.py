@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import shrunk_correlation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -159,13 +160,9 @@ def test_a_missing_value_never_seen_in_training_sits_at_its_conditional_mean():
     numbers = X[["x", "z"]]
     standardised = (numbers - numbers.mean()) / numbers.std(ddof=0)
     # The correlation shrunk as Schaefer and Strimmer shrink it (one pair).
-    products = standardised["x"] * standardised["z"]
-    r = float(np.mean(products))
-    lam = min(1.0, float(np.sum((products - r) ** 2)) / len(X) ** 2 / r**2)
+    C, lam = shrunk_correlation(standardised.to_numpy())
     assert 0 < lam < 1
-    fill = X["x"].mean() + (1 - lam) * r * standardised["z"].iloc[:5] * X["x"].std(
-        ddof=0
-    )
+    fill = X["x"].mean() + C[0, 1] * standardised["z"].iloc[:5] * X["x"].std(ddof=0)
     assert_allclose(
         model.predict(missing), model.predict(query.assign(x=fill)), rtol=1e-9
     )
