@@ -7,7 +7,10 @@ a case only for a change that is meant to alter its results. The
 local-linear cases were recorded when that readout came (issue 33); the
 others pin ``local_fit='constant'``, the readout they were recorded with
 (and the allocator ``n_members=1``, the refit it was recorded with);
-``multi_head_members`` was recorded when members came.
+``multi_head_members`` was recorded when members came. The cases whose
+start fits no scale per feature (several heads, a head narrower than the
+features) were recorded again when their L-BFGS took each row of ``W`` as
+a scale times a direction (``_fit/row_scales.py``, issue 34).
 All fits run on one BLAS thread: two threads may sum in another order.
 """
 

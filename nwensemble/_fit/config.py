@@ -24,7 +24,9 @@ class FitConfig:
     ``diversity`` (a float or ``'auto'``),
     ``callback`` (None, or called as ``callback(W, n_iter)`` with the
     (p, n_heads * d) float64 projection in the standardised units it is
-    learned in) and ``name``, which prefixes verbose lines.
+    learned in) and ``name``, which prefixes verbose lines. ``row_scales``
+    is set by the engine for the solver: whether L-BFGS takes each row of
+    ``W`` as a scale times a direction (see ``row_scales``).
     """
 
     kernel: Any
@@ -46,6 +48,7 @@ class FitConfig:
     verbose: int
     name: str
     n_members: int = 1
+    row_scales: bool = True
 
     PARAMETERS = (
         "head_dim",

@@ -10,6 +10,7 @@ from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_va
 from nwensemble._fit.loo_loss import loo_loss_and_grad
 from nwensemble._fit.optim import LBFGSRun
 from nwensemble._fit.precision import loss_rows
+from nwensemble._fit.row_scales import parameters
 from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.rows import subsample
 
@@ -51,17 +52,19 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     """Coarse-to-fine L-BFGS from ``W0``, early-stopped on held-out rows.
 
     A solver (see ``SolverResult``). The objective is ``objective`` with
-    ``config.diversity``.
+    ``config.diversity``, minimised over each row of ``W`` as a scale times
+    a direction (``row_scales.RowScales``) when ``config.row_scales``.
     """
     p, k = W0.shape
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
+    params = parameters(W0, config.row_scales)
 
     def as_W(theta):
-        return xp.asarray(theta.reshape(p, k), dtype=Xs.dtype, device=device(Ys))
+        return xp.asarray(params.projection(theta), dtype=Xs.dtype, device=device(Ys))
 
     def callback(theta, n_iter):
-        config.callback(theta.reshape(p, k), n_iter)
+        config.callback(params.projection(theta), n_iter)
 
     train, val, val_rows = split_validation(config, Xs, Ys, sw, p * k, rng=rng, xp=xp)
     # One monitor for all stages: the held-out rows judge every iterate, and
@@ -79,21 +82,21 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
             patience=config.n_iter_no_change,
             tol=config.tol,
         )
-        monitor.start(W0.ravel())
+        monitor.start(params.start)
 
     stages = []
     if config.n_heads == 1 and train[0].shape[0] > 2 * COARSE_SIZE:
         stages.append(("subsample ", subsample(*train, COARSE_SIZE, rng=rng, xp=xp)))
     stages.append(("", train))
 
-    W, n_iter, n_fev, curve, at_max_iter = W0, 0, 0, [], False
+    theta, n_iter, n_fev, curve, at_max_iter = params.start, 0, 0, [], False
     for label, (Xst, Yst, swt) in stages:
         workspace = {}
         Xst, Yst, swt = loss_rows(Xst, Yst, swt, xp=xp)
 
         def fun(theta, Xst=Xst, Yst=Yst, swt=swt, workspace=workspace):
-            return objective(
-                theta.reshape(p, k),
+            loss, grad = objective(
+                params.projection(theta),
                 Xst,
                 Yst,
                 swt,
@@ -101,6 +104,7 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
                 xp=xp,
                 workspace=workspace,
             )
+            return loss, params.gradient(theta, grad)
 
         run = LBFGSRun(
             fun,
@@ -119,13 +123,13 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
                 tol = tol * _COARSE_TOL_FACTOR
             else:
                 max_iter = min(max_iter, _REFINE_MAX_ITER)
-        result = run.run(W, max_iter=max_iter, tol=tol)
+        result = run.run(theta, max_iter=max_iter, tol=tol)
         # The refinement's own cap is not the user's max_iter: nothing to warn
         # about (a ConvergenceWarning would say "increase max_iter").
         at_max_iter = result.status == 1 and max_iter == config.max_iter
-        W = result.x if monitor is None else monitor.best_theta
-        W = W.reshape(p, k)
+        theta = result.x if monitor is None else monitor.best_theta
         n_iter += result.nit
         n_fev += result.nfev
         curve += run.loss_curve
+    W = params.projection(theta)
     return SolverResult(W, n_iter, n_fev, curve, at_max_iter, val_rows)

@@ -57,6 +57,30 @@ def default_head_dim(n_samples, n_features, n_heads):
     return theory_head_dim(n_samples, 1.0, n_features)
 
 
+def start_directions(config, n, p):
+    """The directions a string ``init`` starts from on ``n`` rows of ``p``
+    features: ``'auto'`` resolved to ``'random'`` for several heads, else
+    to ``'pca'`` for a head narrower than the features and ``'identity'``
+    for one as wide."""
+    if config.init != "auto":
+        return config.init
+    if config.n_heads > 1:
+        return "random"
+    d = default_head_dim(n, p, 1) if config.head_dim is None else config.head_dim
+    return "pca" if d < p else "identity"
+
+
+def fits_feature_scales(config, previous, n, p):
+    """Whether the start fits a scale per feature (``'identity'``
+    directions, see ``initial_projection``): not for a warm start, an
+    ``init`` array, principal axes or random directions."""
+    return (
+        previous is None
+        and isinstance(config.init, str)
+        and start_directions(config, n, p) == "identity"
+    )
+
+
 def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
     """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, in model units.
 
@@ -77,19 +101,15 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
                 f"previous fit; got {p}. Set warm_start=False to start afresh."
             )
         return prev
-    init = config.init
-    if not isinstance(init, str):
-        return scale_np[:, None] * _init_array(config.head_dim, init, n_heads, p).T
+    if not isinstance(config.init, str):
+        init_W = _init_array(config.head_dim, config.init, n_heads, p).T
+        return scale_np[:, None] * init_W
     d = default_head_dim(n, p, n_heads) if config.head_dim is None else config.head_dim
     if d > p:
         raise ValueError(
             f"head_dim={d} is larger than n_features = {p}; use head_dim <= n_features."
         )
-    if init == "auto":
-        if n_heads > 1:
-            init = "random"
-        else:
-            init = "pca" if d < p else "identity"
+    init = start_directions(config, n, p)
     per_direction = init == "identity"
     k = n_heads * d
     if init == "identity":
