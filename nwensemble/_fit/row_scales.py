@@ -55,11 +55,7 @@ class RowScales:
 
     def __init__(self, W0):
         self.shape = W0.shape
-        # Each row's norm taken relative to its largest entry: the squares
-        # of tiny entries would underflow.
-        largest = np.max(np.abs(W0), axis=1, initial=0.0)
-        unit = np.where(largest > 0, largest, 1.0)
-        norms = largest * np.sqrt(np.sum((W0 / unit[:, None]) ** 2, axis=1))
+        norms = np.linalg.norm(W0, axis=1)
         scales = np.where(norms > 0, np.sqrt(norms), 1.0)
         self.start = np.concatenate([(W0 / scales[:, None]).ravel(), scales])
 
