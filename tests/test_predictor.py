@@ -83,7 +83,7 @@ def test_the_fitting_engine_runs_without_an_estimator(solve):
         name="engine",
     )
     rng = np.random.default_rng(0)
-    W0 = initial_projection(config, None, Xs, Ys, sw, np.ones(5), rng=rng, xp=np)
+    W0 = initial_projection(config, None, Xs, Ys, sw, np.ones(5), rng=rng, xp=np).W
     result = solve(config, W0, Xs, Ys, sw, rng=rng, xp=np)
     assert isinstance(result, SolverResult)
     assert result.W.shape == W0.shape == (5, 4)

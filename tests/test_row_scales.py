@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import nwensemble._fit.lbfgs as lbfgs
+import nwensemble._fit.start as start
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.row_scales import RowScales
 
@@ -69,9 +70,34 @@ def test_row_scales_unless_the_start_fitted_a_scale_per_feature(
     monkeypatch, friedman, make, expected
 ):
     X, y = friedman
+    monkeypatch.setattr(start, "_own_scales_generalise", lambda *a, **k: True)
     seen = _spy_on_parameters(monkeypatch)
     make().fit(X, y)
     assert seen and all(row_scales == expected for row_scales in seen)
+
+
+def test_an_identity_start_that_kept_one_scale_takes_row_scales(monkeypatch, friedman):
+    # Where the features' own scales do not predict new rows better, the
+    # identity start keeps the head's common scale: no scale per feature.
+    X, y = friedman
+    monkeypatch.setattr(start, "_own_scales_generalise", lambda *a, **k: False)
+    seen = _spy_on_parameters(monkeypatch)
+    NWAttentionRegressor(random_state=0).fit(X, y)
+    assert seen == [True]
+
+
+def test_several_identity_heads_take_row_scales_unless_every_head_kept_its_own(
+    monkeypatch, friedman
+):
+    X, y = friedman
+    verdicts = iter([True, False])
+    monkeypatch.setattr(start, "_own_scales_generalise", lambda *a, **k: next(verdicts))
+    seen = _spy_on_parameters(monkeypatch)
+    MultiHeadNWRegressor(n_heads=2, head_dim=2, init="identity", random_state=0).fit(
+        X, y
+    )
+    assert next(verdicts, None) is None  # both heads asked
+    assert seen == [True]
 
 
 def test_a_warm_start_takes_row_scales(monkeypatch, friedman):
@@ -83,6 +109,7 @@ def test_a_warm_start_takes_row_scales(monkeypatch, friedman):
 
 
 def test_categorical_columns_follow_the_same_rule(monkeypatch):
+    monkeypatch.setattr(start, "_own_scales_generalise", lambda *a, **k: True)
     rng = np.random.default_rng(0)
     X = pd.DataFrame(
         {"x": rng.standard_normal(120), "c": rng.choice(["a", "b", "c"], 120)}

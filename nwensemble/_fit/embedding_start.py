@@ -20,14 +20,15 @@ with fewer than ``table.MIN_LEVEL_ROWS`` rows already share one.
 
 import numpy as np
 
-from nwensemble._fit.start import initial_projection
+from nwensemble._fit.start import Start, initial_projection
 from nwensemble._shared.backend import device, to_numpy
 
 
 def start_with_codes(config, previous, design, layout, Ys, sw, *, rng, xp):
-    """Starting parameters (p + n_codes, n_heads * d), float64 NumPy, for
-    the rows of a ``Design`` whose code columns sit as ``layout`` (a
-    ``features.CodeLayout``) says; ``previous`` (warm start) as it is."""
+    """The heads' ``start.Start`` for the rows of a ``Design`` whose code
+    columns sit as ``layout`` (a ``features.CodeLayout``) says: parameters
+    (p + n_codes, n_heads * d), float64 NumPy; ``previous`` (warm start) as
+    it is."""
     if previous is not None:
         prev = to_numpy(previous).astype(np.float64)
         if prev.shape[0] != design.shape[1]:
@@ -36,7 +37,7 @@ def start_with_codes(config, previous, design, layout, Ys, sw, *, rng, xp):
                 f"fit ({prev.shape[0]} parameter rows); got {design.shape[1]}. "
                 "Set warm_start=False to start afresh."
             )
-        return prev
+        return Start(prev, feature_scales=False)
     if not isinstance(config.init, str):
         raise ValueError(
             "init as an array gives the numeric features' directions only; with "
@@ -52,11 +53,12 @@ def start_with_codes(config, previous, design, layout, Ys, sw, *, rng, xp):
         table = xp.asarray(values, dtype=design.dtype, device=dev)
         columns.append(xp.take(table, local, axis=0)[:, None])
     X0 = xp.concat([design.numeric] + columns, axis=1)
-    W0 = initial_projection(
+    dense = initial_projection(
         config, None, X0, Ys, sw, np.ones(X0.shape[1]), rng=rng, xp=xp
     )
+    W0 = dense.W
     rows = [W0[:p]] + [v[:, None] * W0[p + j][None, :] for j, v in enumerate(positions)]
-    return np.concatenate(rows, axis=0)
+    return Start(np.concatenate(rows, axis=0), dense.feature_scales)
 
 
 def code_positions(design, layout, Ys, sw):

@@ -19,7 +19,7 @@ from nwensemble._fit.diversity import solve_with_diversity
 from nwensemble._fit.embedding_start import start_with_codes
 from nwensemble._fit.local_fit import choose_readout, local_ridges
 from nwensemble._fit.solvers import choose_solver
-from nwensemble._fit.start import fits_feature_scales, initial_projection
+from nwensemble._fit.start import initial_projection
 from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.design import Design, project
 from nwensemble._shared.duplicates import DuplicateIndex
@@ -176,7 +176,7 @@ def _fit_member(config, previous, features, X, Xt, Yt, swt, *, rng, xp):
     n_heads = config.n_heads
     start = time.perf_counter()
     if isinstance(Xt, Design):
-        W0 = start_with_codes(
+        begin = start_with_codes(
             config, previous, Xt, features.codes, Yt, swt, rng=rng, xp=xp
         )
     else:
@@ -184,19 +184,12 @@ def _fit_member(config, previous, features, X, Xt, Yt, swt, *, rng, xp):
         # the units of the warped, standardised features.
         scale = features.scale if features.is_linear else None
         scale_np = np.ones(X.shape[1]) if scale is None else to_numpy(scale)
-        W0 = initial_projection(
+        begin = initial_projection(
             config, previous, Xt, Yt, swt, scale_np.astype(np.float64), rng=rng, xp=xp
         )
     config.progress("start (bandwidths on a subsample)", start)
-    # A start with a scale per feature has done what the row scales do.
-    n_start_features = Xt.shape[1]
-    if isinstance(Xt, Design):
-        n_start_features = Xt.numeric.shape[1] + Xt.codes.shape[1]
-    config = config.replace(
-        row_scales=not fits_feature_scales(
-            config, previous, Xt.shape[0], n_start_features
-        )
-    )
+    W0 = begin.W
+    config = config.replace(row_scales=not begin.feature_scales)
 
     start = time.perf_counter()
     n_positive = int(np.count_nonzero(to_numpy(swt) > 0))

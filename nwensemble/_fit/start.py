@@ -5,6 +5,7 @@ or random), then each head's bandwidth searched by leave-one-out loss."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
@@ -70,19 +71,29 @@ def start_directions(config, n, p):
     return "pca" if d < p else "identity"
 
 
-def fits_feature_scales(config, previous, n, p):
-    """Whether the start fits a scale per feature (``'identity'``
-    directions, see ``initial_projection``): not for a warm start, an
-    ``init`` array, principal axes or random directions."""
-    return (
-        previous is None
-        and isinstance(config.init, str)
-        and start_directions(config, n, p) == "identity"
-    )
+@dataclass(frozen=True)
+class Start:
+    """Where the heads' projections start.
+
+    Attributes
+    ----------
+    W : ndarray of shape (p, n_heads * d)
+        The starting projection, float64, in model units.
+    feature_scales : bool
+        Whether every head starts with a scale fitted per feature: its
+        directions are features (``'identity'``) and their own scales were
+        kept (``_search_scales``). Such a start has done what L-BFGS's row
+        scales do; any other (one common scale, principal axes, random
+        directions, a warm start, an ``init`` array) takes them.
+    """
+
+    W: np.ndarray
+    feature_scales: bool
 
 
 def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
-    """Starting ``W`` (p, n_heads * d) as a float64 NumPy array, in model units.
+    """The heads' ``Start``: ``W`` (p, n_heads * d), float64 NumPy, in model
+    units, and whether it fitted a scale per feature.
 
     ``previous`` is the last fit's ``W`` (warm start); ``scale_np`` turns an
     ``init`` array given in the units of ``components_`` into model units.
@@ -100,10 +111,10 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
                 f"warm_start=True needs the {prev.shape[0]} features of the "
                 f"previous fit; got {p}. Set warm_start=False to start afresh."
             )
-        return prev
+        return Start(prev, feature_scales=False)
     if not isinstance(config.init, str):
         init_W = _init_array(config.head_dim, config.init, n_heads, p).T
-        return scale_np[:, None] * init_W
+        return Start(scale_np[:, None] * init_W, feature_scales=False)
     d = default_head_dim(n, p, n_heads) if config.head_dim is None else config.head_dim
     if d > p:
         raise ValueError(
@@ -125,7 +136,7 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
         cov = (Xs_np * sw_np[:, None]).T @ Xs_np
         _, vecs = np.linalg.eigh(cov)
         W = vecs[:, ::-1][:, _head_blocks(p, n_heads, d)]
-    return _search_scales(
+    W, feature_scales = _search_scales(
         W,
         n_heads,
         Xs,
@@ -136,6 +147,7 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
         rng=rng,
         xp=xp,
     )
+    return Start(W, feature_scales)
 
 
 def _head_blocks(p, n_heads, d):
@@ -180,7 +192,9 @@ def _random_orthogonal(p, rng):
 
 
 def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
-    """Scale each head's directions to its lowest leave-one-out loss.
+    """Scale each head's directions to its lowest leave-one-out loss; returns
+    the scaled ``W`` and whether every head kept a scale per direction (a
+    head of one direction has one by construction).
 
     Scales are tried on a grid relative to the typical spread of the head's
     projected rows, on one subsample of at most ``_SCALE_SEARCH_SIZE`` rows.
@@ -193,6 +207,7 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
     d = W.shape[1] // n_heads
     W = W.copy()
+    own_scales = per_direction
     for h in range(n_heads):
         cols = slice(h * d, (h + 1) * d)
         Wx = xp.asarray(W[:, cols], dtype=Xs.dtype, device=device(Xs))
@@ -216,7 +231,9 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
                 unit, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp
             ):
                 W[:, cols] = unit * scales[None, :]
-    return W
+            else:
+                own_scales = False
+    return W, own_scales
 
 
 def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
