@@ -7,10 +7,10 @@ to first order (``g_j`` its gradient): rows the heads use move more than
 rows they ignore, and along their own direction a row grows or shrinks in
 proportion to its size. On ``W`` itself L-BFGS needs many iterations
 where a table asks for some features' bandwidths to narrow many-fold. A
-start that fitted a scale per feature (one head's identity start) has done
-that already and keeps ``W``'s entries: there the row scales gained little
-and cost the residual stage (the user guide's schedule of a fit has the
-figures).
+start that fitted a scale per feature (one head's identity start where it
+kept the features' own scales, ``start.Start.feature_scales``) has done
+that already and keeps ``W``'s entries (the user guide's schedule of a fit
+says why).
 """
 
 # Authors: The nwensemble developers

@@ -58,19 +58,6 @@ def default_head_dim(n_samples, n_features, n_heads):
     return theory_head_dim(n_samples, 1.0, n_features)
 
 
-def start_directions(config, n, p):
-    """The directions a string ``init`` starts from on ``n`` rows of ``p``
-    features: ``'auto'`` resolved to ``'random'`` for several heads, else
-    to ``'pca'`` for a head narrower than the features and ``'identity'``
-    for one as wide."""
-    if config.init != "auto":
-        return config.init
-    if config.n_heads > 1:
-        return "random"
-    d = default_head_dim(n, p, 1) if config.head_dim is None else config.head_dim
-    return "pca" if d < p else "identity"
-
-
 @dataclass(frozen=True)
 class Start:
     """Where the heads' projections start.
@@ -120,7 +107,12 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
         raise ValueError(
             f"head_dim={d} is larger than n_features = {p}; use head_dim <= n_features."
         )
-    init = start_directions(config, n, p)
+    init = config.init
+    if init == "auto":
+        if n_heads > 1:
+            init = "random"
+        else:
+            init = "pca" if d < p else "identity"
     per_direction = init == "identity"
     k = n_heads * d
     if init == "identity":
