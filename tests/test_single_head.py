@@ -40,18 +40,27 @@ def test_fixed_projection_is_nadaraya_watson(ns, friedman):
     assert reg.n_iter_ == 0 and reg.loss_curve_ == []
 
 
-def test_learning_beats_the_starting_bandwidth(ns, friedman):
-    """Training lowers the held-out error of the initial projection."""
-    X, y = friedman
-    Xte, yte = X[150:], y[150:]
+def test_learning_beats_the_starting_bandwidth(ns):
+    """Training lowers the test error of the initial projection, on average
+    over seeds, where half the features are noise to learn away.
+
+    One seed is not enough: early stopping judges on a tenth of the rows, and
+    some draws stop at the start (ratio 1) or a little past it.
+    """
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=600, n_features=10, noise=0.5, random_state=0)
+    ratios = []
     with ns.context():
-        fit = {}
-        for max_iter in (0, 200):
-            reg = NWAttentionRegressor(max_iter=max_iter, random_state=0)
-            reg.fit(ns.asarray(X[:150]), ns.asarray(y[:150]))
-            pred = ns.check_output(reg.predict(ns.asarray(Xte)))
-            fit[max_iter] = np.sqrt(np.mean((pred - yte) ** 2))
-    assert fit[200] < 0.9 * fit[0]
+        for seed in range(4):
+            rmse = {}
+            for max_iter in (0, 200):
+                reg = NWAttentionRegressor(max_iter=max_iter, random_state=seed)
+                reg.fit(ns.asarray(X[:400]), ns.asarray(y[:400]))
+                pred = ns.check_output(reg.predict(ns.asarray(X[400:])))
+                rmse[max_iter] = np.sqrt(np.mean((pred - y[400:]) ** 2))
+            ratios.append(rmse[200] / rmse[0])
+    assert np.mean(ratios) < 0.85
 
 
 def test_numpy_and_array_api_strict_agree(friedman):
