@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from sklearn import config_context
+from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import KNeighborsRegressor
 
@@ -47,8 +48,6 @@ def test_learning_beats_the_starting_bandwidth(ns):
     One seed is not enough: early stopping judges on a tenth of the rows, and
     some draws stop at the start (ratio 1) or a little past it.
     """
-    from sklearn.datasets import make_friedman1
-
     X, y = make_friedman1(n_samples=600, n_features=10, noise=0.5, random_state=0)
     ratios = []
     with ns.context():
