@@ -14,8 +14,7 @@ of a fit moves its RMSE by a few per cent) of:
   ``HeadAllocator()``, ``NWAttentionRegressor()`` and
   ``MultiHeadNWRegressor()`` on the frame as it comes
   (``categorical_features='from_dtype'``), ``random_state=seed``;
-* the three estimators (not the allocator) behind the pipeline a user had
-  to write before:
+* the four estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
   ``OneHotEncoder(handle_unknown='ignore')`` on the string columns;
@@ -152,6 +151,7 @@ def make_models(frame, names, seed=0):
         "ResidualStage one-hot": lambda: one_hot(
             ResidualStageRegressor(random_state=seed)
         ),
+        "HeadAllocator one-hot": lambda: one_hot(HeadAllocator(random_state=seed)),
         "NWAttention (local constant)": lambda: NWAttentionRegressor(
             random_state=seed, local_fit="constant"
         ),
@@ -215,6 +215,7 @@ def main(argv=None):
         "NWAttention one-hot",
         "MultiHeadNW one-hot",
         "ResidualStage one-hot",
+        "HeadAllocator one-hot",
         "HGB",
         "CatBoost",
     ]

@@ -71,7 +71,10 @@ class BaseNWRegressor(
             StrOptions({"auto"}),
         ],
         "early_stopping": [StrOptions({"auto"}), "boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "validation_fraction": [
+            Interval(Real, 0, 1, closed="neither"),
+            StrOptions({"auto"}),
+        ],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "standardize": ["boolean", StrOptions({"power"})],
         "duplicate_weight": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],

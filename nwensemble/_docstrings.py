@@ -99,8 +99,12 @@ early_stopping : 'auto' or bool, default='auto'
     leave-one-out residuals, which owe nothing to the projections, calibrate
     :meth:`predict_interval`.
 
-validation_fraction : float, default=0.1
-    Fraction of the rows held out for early stopping.
+validation_fraction : float or 'auto', default='auto'
+    Fraction of the rows held out for early stopping (and for
+    ``solver='adam'``'s bandwidth factor). ``'auto'``: 0.3 for L-BFGS
+    (whose early stopping, under ``'auto'`` on tables with few rows per
+    learned parameter, holds out rows that judge the stop, the readout and
+    its kernel width, and so need to be many), 0.1 for ``solver='adam'``.
 
 n_iter_no_change : int, default=10
     Patience of early stopping, in iterations.""",
@@ -144,10 +148,14 @@ local_fit : {'auto', 'linear', 'constant'}, default='auto'
     candidate of that choice; a compact kernel keeps the weighted mean
     (its radius search serves only that), and so do heads of more than 32
     dimensions (a line's sums grow as ``head_dim ** 2`` per training row)
-    and tables with categorical features or missing values (rows of one
-    level share its embedding exactly; see the user guide).
-    The projections are learned for the weighted mean either way;
-    ``local_ridge_`` is the choice.""",
+    and, unless rows held out of the fit score the choice, tables with
+    categorical features or missing values (rows of one level share its
+    embedding exactly; see the user guide). Where held-out rows score it
+    (early stopping, L-BFGS), the lines are also tried through kernels 2, 4
+    and 8 times wider than the fitted one, and the chosen factor divides
+    the projections (``components_``); Adam keeps the width its own final
+    factor chose on those rows. The projections are learned for the
+    weighted mean either way; ``local_ridge_`` is the ridge chosen.""",
     "run": """\
 warm_start : bool, default=False
     If True and ``fit`` was called before, start from the previous

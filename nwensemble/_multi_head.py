@@ -248,7 +248,7 @@ class MultiHeadNWRegressor(BaseNWRegressor):
         solver="auto",
         batch_size="auto",
         early_stopping="auto",
-        validation_fraction=0.1,
+        validation_fraction="auto",
         n_iter_no_change=10,
         standardize="power",
         duplicate_weight="auto",

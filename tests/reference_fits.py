@@ -10,7 +10,10 @@ others pin ``local_fit='constant'``, the readout they were recorded with
 ``multi_head_members`` was recorded when members came. The cases whose
 start fits no scale per feature (several heads, a head narrower than the
 features) were recorded again when their L-BFGS took each row of ``W`` as
-a scale times a direction (``_fit/row_scales.py``, issue 34).
+a scale times a direction (``_fit/row_scales.py``, issue 34). The cases
+that hold rows out for early stopping or read lines were recorded again when
+``validation_fraction='auto'`` held out 30 % of the rows and the lines'
+kernel width came to be chosen on them (issue 32).
 All fits run on one BLAS thread: two threads may sum in another order.
 """
 

@@ -105,7 +105,7 @@ def test_adaptive_intervals_widen_where_the_noise_is_larger(fitted):
 def test_calibration_rows_are_the_held_out_rows_when_there_are_any():
     X, y = _heteroscedastic(300, 1)
     held = NWAttentionRegressor(early_stopping=True, random_state=0).fit(X, y)
-    assert held.calibration_rows_.shape[0] == 30  # validation_fraction=0.1
+    assert held.calibration_rows_.shape[0] == 90  # validation_fraction="auto": 0.3
     plain = NWAttentionRegressor(early_stopping=False, random_state=0).fit(X, y)
     assert_allclose(plain.calibration_rows_, np.arange(300))
     # One member: the residuals are those of the leave-one-out predictions.
@@ -202,9 +202,9 @@ def test_unknown_method_is_refused(fitted):
 
 
 def test_too_few_calibration_rows_give_infinite_bounds_with_a_warning(fitted):
-    model, X = fitted  # 50 calibration rows: 0.99 needs 99
+    model, X = fitted  # 150 calibration rows: 0.995 needs 199
     with pytest.warns(UserWarning, match="cannot bound"):
-        _, bounds = model.predict_interval(X[:4], confidence_level=0.99)
+        _, bounds = model.predict_interval(X[:4], confidence_level=0.995)
     assert np.all(np.isneginf(bounds[:, 0])) and np.all(np.isposinf(bounds[:, 1]))
 
 

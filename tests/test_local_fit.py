@@ -10,6 +10,7 @@ from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.local_fit import (
     MAX_LINE_DIM,
     RIDGES,
+    WIDER,
     _per_group_choice,
     candidates,
     choose_readout,
@@ -56,16 +57,15 @@ def test_a_plane_chooses_a_free_line_and_noise_a_stiff_one():
     rows = np.arange(300)
     sw = np.full(300, 1.0 / 300)
     plane = 2.0 * Z[:, 0] - Z[:, 1]
-    readout, heads, fallback, sums = choose_readout(_keys(Z, plane), rows, sw, "auto")
-    assert readout.ridge == RIDGES[0]
-    assert heads.shape == (1, 300, 1) and not fallback.any()
+    choice = choose_readout(_keys(Z, plane), rows, sw, "auto")
+    assert choice.readout.ridge == RIDGES[0] and choice.width == 1
+    assert choice.heads.shape == (1, 300, 1) and not choice.fallback.any()
     # A line keeps the attention's sums for the statistics after it.
-    assert sums.nums[0].shape[0] == 300
+    assert choice.sums.nums[0].shape[0] == 300
     # Leave-one-out residuals of the chosen line are those of a near-exact fit.
-    assert np.abs(heads[0, :, 0] - plane).max() < 0.05 * np.ptp(plane)
+    assert np.abs(choice.heads[0, :, 0] - plane).max() < 0.05 * np.ptp(plane)
     noise = rng.normal(size=300)
-    readout, *_ = choose_readout(_keys(Z, noise), rows, sw, "auto")
-    assert readout.ridge >= 1.0
+    assert choose_readout(_keys(Z, noise), rows, sw, "auto").readout.ridge >= 1.0
 
 
 def test_only_the_scored_rows_count():
@@ -79,7 +79,7 @@ def test_only_the_scored_rows_count():
     keys = _keys(Z, y)
     on_line = choose_readout(keys, rows, sw, "auto", scored=np.flatnonzero(left))
     on_noise = choose_readout(keys, rows, sw, "auto", scored=np.flatnonzero(~left))
-    assert on_line[0].ridge < on_noise[0].ridge
+    assert on_line.readout.ridge < on_noise.readout.ridge
 
 
 def test_members_are_scored_each_on_its_own_rows():
@@ -99,20 +99,19 @@ def test_members_are_scored_each_on_its_own_rows():
     for scored in (left, right):
         alone = choose_readout(one, rows, sw, "linear", scored=scored)
         members = choose_readout(two, rows, sw, "linear", scored=[scored, scored])
-        assert members[0].ridge == alone[0].ridge
-        np.testing.assert_allclose(members[1][1], alone[1][0], rtol=1e-12)
+        assert members.readout.ridge == alone.readout.ridge
+        np.testing.assert_allclose(members.heads[1], alone.heads[0], rtol=1e-12)
     # Scored on different rows, each member keeps its own ridge (one per
     # head), and each head reads its estimates with its member's.
     on_line = choose_readout(one, rows, sw, "linear", scored=left)
     on_noise = choose_readout(one, rows, sw, "linear", scored=right)
-    readout, heads, _, sums = choose_readout(
-        two, rows, sw, "linear", scored=[left, right]
-    )
-    assert [r.ridge for r in readout] == [on_line[0].ridge, on_noise[0].ridge]
-    assert on_line[0].ridge < on_noise[0].ridge and sums is not None
-    np.testing.assert_allclose(heads[0], on_line[1][0], rtol=1e-12)
-    np.testing.assert_allclose(heads[1], on_noise[1][0], rtol=1e-12)
-    assert np.all(local_ridges(readout) == [r.ridge for r in readout])
+    both = choose_readout(two, rows, sw, "linear", scored=[left, right])
+    ridges = [on_line.readout.ridge, on_noise.readout.ridge]
+    assert [r.ridge for r in both.readout] == ridges
+    assert ridges[0] < ridges[1] and both.sums is not None
+    np.testing.assert_allclose(both.heads[0], on_line.heads[0], rtol=1e-12)
+    np.testing.assert_allclose(both.heads[1], on_noise.heads[0], rtol=1e-12)
+    assert np.all(local_ridges(both.readout) == ridges)
 
 
 def test_members_read_the_mean_together_or_lines_each():
@@ -149,6 +148,8 @@ def test_local_ridge_reports_the_readout(Estimator):
 
 @pytest.mark.parametrize("table", ["categorical", "missing"])
 def test_auto_keeps_the_mean_on_tables_with_embeddings(table):
+    """Without held-out rows to score them, ``'auto'`` reads the weighted
+    mean on a table with embeddings, though the target is a line."""
     pd = pytest.importorskip("pandas")
     rng = np.random.default_rng(4)
     x = rng.uniform(-1, 1, size=150)
@@ -158,7 +159,7 @@ def test_auto_keeps_the_mean_on_tables_with_embeddings(table):
         frame["level"] = rng.choice(["a", "b", "c"], size=150)
     else:
         frame.loc[::7, "z"] = np.nan
-    kw = dict(max_iter=5, random_state=0)
+    kw = dict(max_iter=5, random_state=0, early_stopping=False)
     auto = NWAttentionRegressor(**kw).fit(frame, y)
     linear = NWAttentionRegressor(local_fit="linear", **kw).fit(frame, y)
     assert auto.local_ridge_ == math.inf
@@ -166,6 +167,82 @@ def test_auto_keeps_the_mean_on_tables_with_embeddings(table):
     # The same rows without embeddings: a line through a linear target.
     numeric = NWAttentionRegressor(**kw).fit(np.c_[x, rng.uniform(-1, 1, 150)], y)
     assert numeric.local_ridge_ in RIDGES
+    # Rows held out of the fit score the line with embeddings too.
+    scored = NWAttentionRegressor(**{**kw, "early_stopping": True}).fit(frame, y)
+    assert scored.local_ridge_ in RIDGES
+
+
+def _line_keys(n, rng, scale):
+    """A noisy line in one dimension under a kernel ``scale`` times too
+    narrow for it."""
+    z = rng.uniform(-1, 1, size=n)
+    y = 2.0 * z + rng.normal(scale=0.5, size=n)
+    return _keys(scale * z[:, None], y), y
+
+
+def test_held_out_rows_choose_a_wider_kernel_for_the_line():
+    """Scored on held-out rows, a noisy line read through a kernel far too
+    narrow gets a wider one (a divisor of the projection from ``WIDER``);
+    the rows the projection was fitted to keep the fitted width."""
+    rng = np.random.default_rng(6)
+    keys, _ = _line_keys(400, rng, 40.0)
+    rows, sw = np.arange(400), np.full(400, 1.0 / 400)
+    held = np.arange(0, 400, 3)
+    wide = choose_readout(keys, rows, sw, "auto", scored=[held], held_out=True)
+    fitted = choose_readout(keys, rows, sw, "auto", scored=[held])
+    assert wide.width in WIDER and fitted.width == 1
+    assert not wide.readout.is_constant and wide.error < fitted.error
+    # The estimates are those of the keys divided by the width.
+    narrow = Keys.of(keys.Z / wide.width, keys.Y, sw, kernel=keys.kernel, n_heads=1)
+    again = choose_readout(narrow, rows, sw, "auto", scored=[held])
+    assert again.readout.ridge == wide.readout.ridge
+    np.testing.assert_allclose(again.heads, wide.heads, rtol=1e-10)
+    # A kernel already as wide as the line wants keeps its width.
+    keys, _ = _line_keys(400, rng, 1.0)
+    same = choose_readout(keys, rows, sw, "auto", scored=[held], held_out=True)
+    assert same.width == 1
+
+
+def test_the_chosen_width_divides_the_projection(monkeypatch):
+    """With the same draws, a fit that may widen its kernel reports the
+    projection of the fit that may not, divided by the chosen width, and
+    predicts through it."""
+    import nwensemble._fit.local_fit as local_fit
+
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, size=(200, 3))
+    y = 3.0 * X[:, 0] + X[:, 1] + rng.normal(scale=0.5, size=200)
+    kw = dict(random_state=0, early_stopping=True)
+    widened = NWAttentionRegressor(**kw).fit(X, y)
+    monkeypatch.setattr(local_fit, "WIDER", ())
+    fitted = NWAttentionRegressor(**kw).fit(X, y)
+    ratio = fitted.components_ / widened.components_
+    assert ratio.flat[0] in (1, *WIDER)
+    np.testing.assert_allclose(ratio, ratio.flat[0], rtol=1e-6)
+    assert ratio.flat[0] > 1  # this line wants a wider kernel
+    # The model predicts through the widened projection: the heads'
+    # attention on the training rows is that of its components.
+    Xq = rng.uniform(-1, 1, size=(5, 3))
+    weights = widened.attention_weights(Xq)
+    assert weights.shape == (5, 200)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-6)
+    assert not np.allclose(weights, fitted.attention_weights(Xq))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_adam_keeps_the_width_it_chose(monkeypatch):
+    """Adam chooses the heads' overall width on its held-out rows itself
+    (its final factor): the readout keeps that width."""
+    import nwensemble._fit.local_fit as local_fit
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 3))
+    y = 3.0 * X[:, 0] + X[:, 1] + rng.normal(scale=0.5, size=300)
+    kw = dict(solver="adam", max_iter=5, random_state=0)
+    default = NWAttentionRegressor(**kw).fit(X, y)
+    monkeypatch.setattr(local_fit, "WIDER", ())
+    fitted = NWAttentionRegressor(**kw).fit(X, y)
+    np.testing.assert_array_equal(default.components_, fitted.components_)
 
 
 def test_unknown_local_fit_is_refused():

@@ -158,7 +158,9 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
         kernel=config.kernel,
     )
     W = to_numpy(W).astype(np.float64)
-    return SolverResult(W, epochs, n_steps, curve, at_max_iter, val_rows)
+    return SolverResult(
+        W, epochs, n_steps, curve, at_max_iter, val_rows, width_chosen=True
+    )
 
 
 def _subset(val, size, *, rng, xp):

@@ -38,7 +38,7 @@ class FitConfig:
     solver: str
     batch_size: Any
     early_stopping: Any
-    validation_fraction: float
+    validation_fraction: Any
     n_iter_no_change: int
     standardize: Any
     duplicate_weight: Any
@@ -116,6 +116,10 @@ class SolverResult:
     diversity : float
         The weight of the heads' ambiguity in the objective (the one chosen,
         for ``diversity='auto'``; see ``diversity``).
+    width_chosen : bool
+        Whether the solver chose the heads' overall kernel width on the
+        held-out rows itself (Adam's final factor), so that the readout
+        keeps it.
     """
 
     W: Any
@@ -125,3 +129,4 @@ class SolverResult:
     at_max_iter: bool
     heldout: Any = None
     diversity: float = 0.0
+    width_chosen: bool = False

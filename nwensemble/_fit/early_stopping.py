@@ -20,6 +20,14 @@ EARLY_STOPPING_MIN_ROWS = 50
 # noise costs more than the held-out rows; with more, they are worth more
 # as training data (per-set figures in the performance notes).
 _ROWS_PER_PARAMETER = 20
+# validation_fraction='auto': the share of rows the full-batch solver holds
+# out for early stopping, and the share the stochastic solver holds out
+# (always, for its final bandwidth factor). The former judge the stop, the
+# readout and its kernel width on tables with few rows per parameter, and
+# come back as keys after the fit, so they cost the projection's training
+# rows only; the latter choose the width themselves, on large tables.
+EARLY_STOPPING_FRACTION = 0.3
+SOLVER_FRACTION = 0.1
 
 
 def holds_out(early_stopping, n_positive, n_params=None):
@@ -46,7 +54,10 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
     positive = np.flatnonzero(to_numpy(sw) > 0)
     if not (force or holds_out(config.early_stopping, positive.shape[0], n_params)):
         return (Xs, Ys, sw), None, None
-    n_val = int(math.ceil(config.validation_fraction * positive.shape[0]))
+    fraction = config.validation_fraction
+    if fraction == "auto":
+        fraction = SOLVER_FRACTION if force else EARLY_STOPPING_FRACTION
+    n_val = int(math.ceil(fraction * positive.shape[0]))
     if n_val < 1 or positive.shape[0] - n_val < 2:
         raise ValueError(
             f"early_stopping=True with validation_fraction={config.validation_fraction}"

@@ -145,24 +145,27 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
         _original_rows(member.heldout, merged_group, duplicates) for member in members
     )
     start = time.perf_counter()
-    loo, keys = _leave_one_out(
+    loo, keys, width = _leave_one_out(
         keys,
         sw,
         heldout,
         config.local_fit,
         duplicates=duplicates,
         embeddings=features.codes is not None,
+        widens=not fitted.width_chosen,
         rng=rng,
     )
     config.progress(
         f"leave-one-out statistics on {loo.residuals.shape[1]} rows, "
-        f"local ridge {local_ridges(keys.readout)}",
+        f"local ridge {local_ridges(keys.readout)}, kernel width x{width}",
         start,
     )
+    # The chosen width divides the projections (exactly: a power of two),
+    # so that prediction, attention weights and intervals read with it.
     return FittedHeads(
         features=features,
-        W=W,
-        W_std=fitted.W.T.reshape(n_heads, d, -1),
+        W=W if width == 1 else W / width,
+        W_std=fitted.W.T.reshape(n_heads, d, -1) / width,
         keys=keys,
         duplicates=duplicates,
         solver=fitted,
@@ -239,11 +242,17 @@ def _joined(members):
     )
 
 
-def _leave_one_out(keys, sw, per_member, local_fit, *, duplicates, embeddings, rng):
-    """The heads' leave-one-out residuals (see ``LeaveOneOut``) and the keys
-    with the readout ``local_fit`` chooses by them (see ``local_fit``),
-    each member scored on the rows held out of its projections' fit where
-    there are any (``per_member``: per member, those rows or None). The
+def _leave_one_out(
+    keys, sw, per_member, local_fit, *, duplicates, embeddings, widens=True, rng
+):
+    """The heads' leave-one-out residuals (see ``LeaveOneOut``), the keys
+    with the readout ``local_fit`` chooses by them (see ``local_fit``) and
+    the kernel width it reads with (the divisor of the projections; the
+    keys are divided by it), each member scored on the rows held out of its
+    projections' fit where there are any (``per_member``: per member,
+    those rows or None; only where every member has them, and the solver
+    did not choose the width on them itself (``widens``), is a wider kernel
+    tried). The
     residuals are those of every row up to ``LOO_STATS_ROWS``, else of a
     random subset of queries (the held-out rows first), each attending to
     all rows, so that their cost stays linear in n."""
@@ -260,14 +269,22 @@ def _leave_one_out(keys, sw, per_member, local_fit, *, duplicates, embeddings, r
         sampled = rows_np
     rows = xp.asarray(rows_np, device=device(keys.Z))
     scored = [_scored_rows(rows_np, held, duplicates) for held in per_member]
-    readout, heads, fallback, sums = choose_readout(
-        keys, rows, sw_np[rows_np], local_fit, scored=scored, embeddings=embeddings
+    choice = choose_readout(
+        keys,
+        rows,
+        sw_np[rows_np],
+        local_fit,
+        scored=scored,
+        embeddings=embeddings,
+        held_out=all(held is not None for held in per_member),
+        widens=widens,
     )
-    counts = xp.sum(xp.astype(fallback, xp.int64), axis=1)
+    counts = xp.sum(xp.astype(choice.fallback, xp.int64), axis=1)
     Y_rows = xp.take(keys.Y, rows, axis=0)
-    residuals = to_numpy(heads - Y_rows[None, ...]).astype(np.float64)
-    loo = LeaveOneOut(residuals, sw_np[rows_np], sampled, counts, sums)
-    return loo, dataclasses.replace(keys, readout=readout)
+    residuals = to_numpy(choice.heads - Y_rows[None, ...]).astype(np.float64)
+    loo = LeaveOneOut(residuals, sw_np[rows_np], sampled, counts, choice.sums)
+    Z = keys.Z if choice.width == 1 else keys.Z / choice.width
+    return loo, dataclasses.replace(keys, Z=Z, readout=choice.readout), choice.width
 
 
 def _scored_rows(rows, heldout, duplicates):

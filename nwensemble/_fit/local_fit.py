@@ -1,15 +1,20 @@
 """The heads' readout, chosen after the fit by the leave-one-out error of
 the training rows: the weighted mean, or a local-linear fit with a ridge
-from a grid of decades (see ``readout``)."""
+from a grid of decades (see ``readout``), and where rows held out of the
+projections' fit score the choice, a kernel wider than the fitted one for
+the line."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from nwensemble._shared.backend import to_numpy
+from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.readout import CONSTANT, Readout, target_range
 from nwensemble._shared.scaling import power_of_two_scale
 
@@ -19,18 +24,59 @@ RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 # 'auto' keeps the weighted mean for wider heads: a line's sums take
 # d (d + 1) / 2 columns per key, which grow past the rows' own size.
 MAX_LINE_DIM = 32
+# The wider kernels a line is also read with where held-out rows score the
+# readouts: the fitted projection divided by each (powers of two, exact).
+# The projection is fitted for the weighted mean; a line follows the
+# slope, and its noise falls as the neighbourhood widens.
+WIDER = (2, 4, 8)
 
 
-def candidates(local_fit, keys, *, embeddings=False):
+@dataclass(frozen=True, eq=False)
+class ReadoutChoice:
+    """What ``choose_readout`` returns.
+
+    Attributes
+    ----------
+    readout : Readout or tuple of Readout
+        The chosen readout, or one per head (members with different ridges).
+    heads : array of shape (n_heads, m, t)
+        Every head's leave-one-out estimates of the scored rows under it.
+    fallback : array of bool, shape (n_heads, m)
+        The estimates whose compact support was empty.
+    sums : HeadSums or None
+        The attention's sums on those rows under a line (None for the mean).
+    width : int
+        The divisor of the fitted projection the heads read with (1: the
+        fitted kernel).
+    error : float
+        The choice's error: summed over members, each member's weighted
+        squared error relative to the target variance.
+    """
+
+    readout: Any
+    heads: Any
+    fallback: Any
+    sums: Any
+    width: int
+    error: float
+
+
+def candidates(local_fit, keys, *, embeddings=False, held_out=False):
     """The readouts ``local_fit`` chooses among for ``keys`` (a ``Keys``).
 
     ``'auto'`` keeps the weighted mean for compact kernels (their radius
     search serves only its sums), heads wider than ``MAX_LINE_DIM`` and
-    tables with ``embeddings`` (categorical levels, missing cells): rows of
-    one level share its position exactly, as copies share theirs, and
-    leave-one-out flatters a line through such ties.
+    tables with ``embeddings`` (categorical levels, missing cells) unless
+    rows ``held_out`` of the projections' fit score the choice: rows of one
+    level share its position exactly, as copies share theirs, and
+    leave-one-out of the rows the projections were fitted to flatters a
+    line through such ties.
     """
-    keeps_mean = keys.kernel.compact or keys.head_dim > MAX_LINE_DIM or embeddings
+    keeps_mean = (
+        keys.kernel.compact
+        or keys.head_dim > MAX_LINE_DIM
+        or (embeddings and not held_out)
+    )
     if local_fit == "constant" or (local_fit == "auto" and keeps_mean):
         return [CONSTANT]
     xp = keys.xp
@@ -39,13 +85,32 @@ def candidates(local_fit, keys, *, embeddings=False):
     return lines + [CONSTANT] if local_fit == "auto" else lines
 
 
-def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=False):
-    """The readout of ``local_fit`` for ``keys``, and every head's
-    leave-one-out estimates (n_heads, m, t) of the training ``rows`` (an
-    integer array of the namespace) under it, the boolean (n_heads, m)
-    array of those whose compact support was empty, and the attention's
-    sums on those rows (``passes.HeadSums``) when the readout is a local
-    line (None otherwise), for the statistics that read them again.
+def choose_readout(
+    keys,
+    rows,
+    sw_rows,
+    local_fit,
+    *,
+    scored=None,
+    embeddings=False,
+    held_out=False,
+    widens=True,
+):
+    """The readout of ``local_fit`` for ``keys`` and the kernel width it
+    reads with, as a ``ReadoutChoice``: every head's leave-one-out
+    estimates (n_heads, m, t) of the training ``rows`` (an integer array of
+    the namespace) under it, the boolean (n_heads, m) array of those whose
+    compact support was empty, and the attention's sums on those rows
+    (``passes.HeadSums``) when the readout is a local line (None
+    otherwise), for the statistics that read them again.
+
+    With ``held_out`` (``scored`` are rows held out of the projections'
+    fit, for every member), the lines are also read with the kernels
+    ``WIDER`` times wider than the fitted one, and the width is chosen with
+    the readout by the same error; the leave-one-out error of the rows the
+    projections were fitted to favours their own width, so without held-out
+    rows the fitted width stays; so it does with ``widens`` False (a solver
+    that chose the width on those rows itself).
 
     Every candidate reads the same attention sums, taken in one pass: the
     choice costs one leave-one-out pass over ``rows`` whatever the number
@@ -60,12 +125,48 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     ``_per_group_choice``). ``embeddings``: the table has
     categorical or missing-value embeddings (see ``candidates``).
     """
-    options = candidates(local_fit, keys, embeddings=embeddings)
+    options = candidates(local_fit, keys, embeddings=embeddings, held_out=held_out)
     if len(options) == 1:
         heads, fallback = keys.passes().head_estimates(
             None, loo_rows=rows, fallback=True
         )
-        return options[0], heads, fallback, None
+        return ReadoutChoice(options[0], heads, fallback, None, 1, math.nan)
+    best = _choose_among(options, keys, rows, sw_rows, scored)
+    if not (held_out and widens):
+        return best
+    # The wider kernels are read on the scored rows alone (their errors are
+    # those of a pass over every row), and the chosen one again on every row.
+    sub_rows, sub_sw, sub_scored = _only_scored(rows, sw_rows, scored, xp=keys.xp)
+    width, error = 1, best.error
+    for wider in WIDER:
+        wide = dataclasses.replace(keys, Z=keys.Z / wider)
+        choice = _choose_among(options, wide, sub_rows, sub_sw, sub_scored)
+        if choice.error < error:
+            width, error, chosen = wider, choice.error, choice.readout
+    if width == 1:
+        return best
+    kept = list(dict.fromkeys(chosen if isinstance(chosen, tuple) else [chosen]))
+    wide = dataclasses.replace(keys, Z=keys.Z / width)
+    return _choose_among(kept, wide, rows, sw_rows, scored, width=width)
+
+
+def _only_scored(rows, sw_rows, scored, *, xp):
+    """``rows``, their weights and the positions ``scored`` (see
+    ``choose_readout``) narrowed to the scored rows (unchanged when some
+    member scores every row)."""
+    groups = scored if isinstance(scored, list) else [scored]
+    if any(positions is None for positions in groups):
+        return rows, sw_rows, scored
+    union = np.unique(np.concatenate(groups))
+    narrowed = [np.searchsorted(union, positions) for positions in groups]
+    sub_rows = xp.take(rows, xp.asarray(union, device=device(rows)), axis=0)
+    sub_scored = narrowed if isinstance(scored, list) else narrowed[0]
+    return sub_rows, np.asarray(sw_rows)[union], sub_scored
+
+
+def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
+    """``choose_readout``'s choice among ``options`` (several) for
+    ``keys``, read with kernel ``width``."""
     xp = keys.xp
     probe = dataclasses.replace(keys, readout=options[0])
     sums = probe.passes().head_sums(None, loo_rows=rows)
@@ -78,7 +179,7 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     scale = power_of_two_scale(Y_np)
     Y_np = Y_np / scale
     groups = scored if isinstance(scored, list) else [scored]
-    width = keys.n_heads // len(groups)
+    group_heads = keys.n_heads // len(groups)
     weights = []
     for positions in groups:
         sw = _scoring_weights(sw_rows, positions)
@@ -92,7 +193,7 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
         )
         row = []
         for g, (sw, var) in enumerate(weights):
-            group = heads[g * width : (g + 1) * width, ...]
+            group = heads[g * group_heads : (g + 1) * group_heads, ...]
             mean = to_numpy(xp.mean(group, axis=0)).astype(np.float64) / scale
             row.append(float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1)))
         errors.append(row)
@@ -102,16 +203,19 @@ def choose_readout(keys, rows, sw_rows, local_fit, *, scored=None, embeddings=Fa
     if len(set(chosen)) == 1:
         readout, heads = options[chosen[0]], estimates[chosen[0]]
     else:
-        readout = tuple(options[o] for o in chosen for _ in range(width))
+        readout = tuple(options[o] for o in chosen for _ in range(group_heads))
         heads = xp.concat(
             [
-                estimates[o][g * width : (g + 1) * width, ...]
+                estimates[o][g * group_heads : (g + 1) * group_heads, ...]
                 for g, o in enumerate(chosen)
             ],
             axis=0,
         )
     line = not options[chosen[0]].is_constant
-    return readout, heads, sums.fallback, sums if line else None
+    error = float(errors[chosen, np.arange(errors.shape[1])].sum())
+    return ReadoutChoice(
+        readout, heads, sums.fallback, sums if line else None, width, error
+    )
 
 
 def local_ridges(readout):
