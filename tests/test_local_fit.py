@@ -220,8 +220,7 @@ def test_the_chosen_width_divides_the_projection(monkeypatch):
     assert ratio.flat[0] in (1, *WIDER)
     np.testing.assert_allclose(ratio, ratio.flat[0], rtol=1e-6)
     assert ratio.flat[0] > 1  # this line wants a wider kernel
-    # The model predicts through the widened projection: the heads'
-    # attention on the training rows is that of its components.
+    # The model's attention reads the widened projection.
     Xq = rng.uniform(-1, 1, size=(5, 3))
     weights = widened.attention_weights(Xq)
     assert weights.shape == (5, 200)
@@ -276,5 +275,36 @@ def test_local_lines_in_every_namespace(ns):
 
     ridge_np, expected = run(Namespace("numpy"))
     assert ridge == ridge_np
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_the_wider_kernel_in_every_namespace(ns):
+    """A kernel widened after the fit divides the projections in the input's
+    namespace and on its device, and agrees with NumPy."""
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, size=(200, 3))
+    y = 3.0 * X[:, 0] + X[:, 1] + rng.normal(scale=0.5, size=200)
+    Xq = X[:9] + 0.03
+    kw = dict(n_heads=2, head_dim=2, max_iter=3, early_stopping=True, random_state=0)
+
+    def run(space):
+        with space.context():
+            model = MultiHeadNWRegressor(**kw).fit(space.asarray(X), space.asarray(y))
+            pred = model.predict(space.asarray(Xq))
+            weights = model.attention_weights(space.asarray(Xq))
+        return model, [space.check_output(o) for o in (pred, weights)]
+
+    model, got = run(ns)
+    from conftest import Namespace
+
+    numpy_model, expected = run(Namespace("numpy"))
+    # The weighted mean keeps the fitted width.
+    fitted = MultiHeadNWRegressor(**kw).set_params(local_fit="constant").fit(X, y)
+    ratio = fitted.components_ / np.asarray(numpy_model.components_)
+    assert ratio.flat[0] in WIDER  # this fit read a wider kernel
+    np.testing.assert_allclose(ratio, ratio.flat[0], rtol=1e-6)
+    assert model.local_ridge_ == numpy_model.local_ridge_
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)

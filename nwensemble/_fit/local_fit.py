@@ -40,7 +40,7 @@ class ReadoutChoice:
     readout : Readout or tuple of Readout
         The chosen readout, or one per head (members with different ridges).
     heads : array of shape (n_heads, m, t)
-        Every head's leave-one-out estimates of the scored rows under it.
+        Every head's leave-one-out estimates of the rows ``rows`` under it.
     fallback : array of bool, shape (n_heads, m)
         The estimates whose compact support was empty.
     sums : HeadSums or None
@@ -165,8 +165,8 @@ def _only_scored(rows, sw_rows, scored, *, xp):
 
 
 def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
-    """``choose_readout``'s choice among ``options`` (several) for
-    ``keys``, read with kernel ``width``."""
+    """``choose_readout``'s choice among ``options`` for ``keys``, read
+    with kernel ``width``."""
     xp = keys.xp
     probe = dataclasses.replace(keys, readout=options[0])
     sums = probe.passes().head_sums(None, loo_rows=rows)
