@@ -60,7 +60,7 @@ def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
     n_val = int(math.ceil(fraction * positive.shape[0]))
     if n_val < 1 or positive.shape[0] - n_val < 2:
         raise ValueError(
-            f"early_stopping=True with validation_fraction={config.validation_fraction}"
+            f"early_stopping=True with validation_fraction={fraction}"
             f" leaves {positive.shape[0] - n_val} training and {n_val} validation "
             "rows; need at least 2 and 1. Use more samples or early_stopping=False."
         )

@@ -283,8 +283,7 @@ def _leave_one_out(
     Y_rows = xp.take(keys.Y, rows, axis=0)
     residuals = to_numpy(choice.heads - Y_rows[None, ...]).astype(np.float64)
     loo = LeaveOneOut(residuals, sw_np[rows_np], sampled, counts, choice.sums)
-    Z = keys.Z if choice.width == 1 else keys.Z / choice.width
-    return loo, dataclasses.replace(keys, Z=Z, readout=choice.readout), choice.width
+    return loo, choice.keys, choice.width
 
 
 def _scored_rows(rows, heldout, duplicates):

@@ -37,8 +37,10 @@ class ReadoutChoice:
 
     Attributes
     ----------
-    readout : Readout or tuple of Readout
-        The chosen readout, or one per head (members with different ridges).
+    keys : Keys
+        The keys the heads read with: divided by ``width``, with the chosen
+        readout (``readout``: one, or one per head for members with
+        different ridges).
     heads : array of shape (n_heads, m, t)
         Every head's leave-one-out estimates of the rows ``rows`` under it.
     fallback : array of bool, shape (n_heads, m)
@@ -53,12 +55,17 @@ class ReadoutChoice:
         squared error relative to the target variance.
     """
 
-    readout: Any
+    keys: Any
     heads: Any
     fallback: Any
     sums: Any
     width: int
     error: float
+
+    @property
+    def readout(self):
+        """The chosen readout (see ``keys``)."""
+        return self.keys.readout
 
 
 def candidates(local_fit, keys, *, embeddings=False, held_out=False):
@@ -130,7 +137,8 @@ def choose_readout(
         heads, fallback = keys.passes().head_estimates(
             None, loo_rows=rows, fallback=True
         )
-        return ReadoutChoice(options[0], heads, fallback, None, 1, math.nan)
+        chosen = dataclasses.replace(keys, readout=options[0])
+        return ReadoutChoice(chosen, heads, fallback, None, 1, math.nan)
     best = _choose_among(options, keys, rows, sw_rows, scored)
     if not (held_out and widens):
         return best
@@ -165,8 +173,8 @@ def _only_scored(rows, sw_rows, scored, *, xp):
 
 
 def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
-    """``choose_readout``'s choice among ``options`` for ``keys``, read
-    with kernel ``width``."""
+    """``choose_readout``'s choice among ``options`` for ``keys`` (already
+    divided by ``width``)."""
     xp = keys.xp
     probe = dataclasses.replace(keys, readout=options[0])
     sums = probe.passes().head_sums(None, loo_rows=rows)
@@ -214,7 +222,12 @@ def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
     line = not options[chosen[0]].is_constant
     error = float(errors[chosen, np.arange(errors.shape[1])].sum())
     return ReadoutChoice(
-        readout, heads, sums.fallback, sums if line else None, width, error
+        dataclasses.replace(keys, readout=readout),
+        heads,
+        sums.fallback,
+        sums if line else None,
+        width,
+        error,
     )
 
 
