@@ -16,6 +16,7 @@ from nwensemble._shared.backend import (
     _PRODUCT_THREADS,
     fixed_order_matmul,
     get_namespace,
+    kth_smallest,
     map_on_host_threads,
     move_to,
     products_on_threads,
@@ -50,6 +51,19 @@ def test_row_major_lays_rows_out_contiguously_where_it_can():
     xps = pytest.importorskip("array_api_strict")
     b = xps.asarray(a)
     assert row_major(b, xp=xps) is b
+
+
+@pytest.mark.parametrize("k", [0, 3, 6])
+def test_kth_smallest_is_that_of_the_sorted_axis(k):
+    """A partition (NumPy) and a sort (array_api_strict) give the k-th
+    smallest along axis 1, for every row and output."""
+    import array_api_compat.numpy as xp_np
+
+    a = np.random.default_rng(0).normal(size=(4, 7, 2))
+    expected = np.sort(a, axis=1)[:, k, :]
+    assert_array_equal(kth_smallest(a, k, xp=xp_np), expected)
+    xps = pytest.importorskip("array_api_strict")
+    assert_array_equal(to_numpy(kth_smallest(xps.asarray(a), k, xp=xps)), expected)
 
 
 def test_move_to_crosses_namespaces_and_devices():

@@ -236,24 +236,29 @@ def test_jackknife_plus_matches_refits_with_the_projection_held():
     assert_allclose(bounds[:, 1], np.sort(highs, axis=0)[80 - k], rtol=1e-9)
 
 
-def test_jackknife_plus_of_local_lines_matches_refits_without_the_row():
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_jackknife_plus_of_local_lines_matches_refits_without_the_row(n_outputs):
     """With the local-linear readout each leave-one-out model is the line
-    refitted without row i (the ridge's scale held, the clip kept)."""
+    refitted without row i (the ridge's scale held, the clip kept), for
+    each output."""
     X, y = _heteroscedastic(80, 2)
+    Y = np.column_stack([y, X[:, 0] - 2 * y])[:, :n_outputs]
     model = NWAttentionRegressor(
         early_stopping=False,
         standardize=False,
         duplicate_weight=0,
         local_fit="linear",
         random_state=0,
-    ).fit(X, y)
+    ).fit(X, Y if n_outputs > 1 else y)
     ridge = model.local_ridge_
     Xq = X[:5] + 0.01
     _, bounds = model.predict_interval(Xq, confidence_level=0.8)
+    bounds = bounds.reshape(5, n_outputs, 2)
     Zq, Z = model.transform(Xq), model.transform(X)
     d = Z.shape[1]
     U = np.hstack([np.ones((80, 1)), Z])
-    R = np.abs(y - model.loo_prediction_)
+    R = np.abs(Y - model.loo_prediction_.reshape(80, n_outputs))
+    k = conformal_rank(80, 0.2)
     lows, highs = [], []
     for q in Zq:
         logits = -0.5 * ((q - Z) ** 2).sum(-1)
@@ -267,12 +272,12 @@ def test_jackknife_plus_of_local_lines_matches_refits_without_the_row():
         for i in range(80):
             keep = np.arange(80) != i
             A = Uq[keep].T @ (w[keep, None] * Uq[keep]) + P
-            mus.append(np.linalg.solve(A, Uq[keep].T @ (w[keep] * y[keep]))[0])
-        mus = np.clip(mus, y.min(), y.max())
-        lows.append(np.sort(mus - R)[conformal_rank(80, 0.2) - 1])
-        highs.append(np.sort(mus + R)[80 - conformal_rank(80, 0.2)])
-    assert_allclose(bounds[:, 0], lows, rtol=1e-7)
-    assert_allclose(bounds[:, 1], highs, rtol=1e-7)
+            mus.append(np.linalg.solve(A, Uq[keep].T @ (w[keep, None] * Y[keep]))[0])
+        mus = np.clip(mus, Y.min(axis=0), Y.max(axis=0))
+        lows.append(np.sort(mus - R, axis=0)[k - 1])
+        highs.append(np.sort(mus + R, axis=0)[80 - k])
+    assert_allclose(bounds[:, :, 0], lows, rtol=1e-7)
+    assert_allclose(bounds[:, :, 1], highs, rtol=1e-7)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from nwensemble._shared.backend import device, namespace_of
+from nwensemble._shared.backend import device, kth_smallest, namespace_of
 from nwensemble._shared.passes import over_heads
 from nwensemble._shared.readout import CONSTANT
 
@@ -162,15 +162,16 @@ def predict_interval(keys, combination, Q, *, alpha, method):
         return alpha_h[h] * est, left_weights[h] * left_out
 
     estimates, lower, upper = [], [], []
-    # A local-linear readout holds (block, calibration rows, head_dim) arrays.
-    n_blocks = 2 if keys.reads_mean else 3 * (keys.head_dim + 2)
+    # A local-linear readout's left-out estimates hold about a dozen
+    # (block, calibration rows) float64 arrays.
+    n_blocks = 2 if keys.reads_mean else 12
     for rows, (mu, M) in over_heads(Q, keys, estimate_and_left_out, n_blocks=n_blocks):
         spread = R[None, :, :]
         if scale_q is not None:
             spread = spread * scale_q[rows, :][:, None, :]
         estimates.append(mu)
-        lower.append(xp.sort(M - spread, axis=1)[:, k - 1, :] - mu)
-        upper.append(xp.sort(M + spread, axis=1)[:, n_cal - k, :] - mu)
+        lower.append(kth_smallest(M - spread, k - 1, xp=xp) - mu)
+        upper.append(kth_smallest(M + spread, n_cal - k, xp=xp) - mu)
     offsets = [xp.concat(parts, axis=0) for parts in (lower, upper)]
     return xp.concat(estimates, axis=0), xp.stack(offsets, axis=-1)
 

@@ -132,12 +132,33 @@ class Readout:
             return est, xp.where(safe[:, :, None], moved, est[:, None, :])
         fit = self._fit(num, Qh, xp=xp)
         est = fit.estimate
-        Zc = Zh[None, :, :] - fit.zbar[:, None, :]  # (m, c, d)
         # The local line's residual at each key, the key's leverage and its
-        # share of the estimate, all per query.
-        residual = Y[None, :, :] - fit.ybar[:, None, :] - xp.matmul(Zc, fit.slope)
-        G = xp.astype(xp.linalg.inv(fit.A), Zc.dtype)
-        lever = 1.0 + xp.sum(xp.matmul(Zc, G) * Zc, axis=2)
+        # share of the estimate, all per query: each (m, c) term one product
+        # of two matrices, in float64, instead of (m, c, d) arrays of the
+        # keys centred per query.
+        f64 = xp.float64
+        Z = xp.astype(Zh, f64)
+        zbar = xp.astype(fit.zbar, f64)
+        slope = xp.astype(fit.slope, f64)  # (m, d, t)
+        G = xp.linalg.inv(fit.A)  # (m, d, d), symmetric
+        m, d = zbar.shape
+        c, t = Y.shape
+        # y_i - ybar - (z_i - zbar) . b: the key's product with every slope.
+        slopes = xp.reshape(xp.permute_dims(slope, (1, 0, 2)), (d, m * t))
+        along = xp.permute_dims(xp.reshape(xp.matmul(Z, slopes), (c, m, t)), (1, 0, 2))
+        level = xp.astype(fit.ybar, f64) - xp.sum(zbar[:, :, None] * slope, axis=1)
+        residual = xp.astype(Y, f64)[None, :, :] - level[:, None, :] - along
+        # 1 + (z_i - zbar)' G (z_i - zbar), expanded.
+        pairs = xp.reshape(Z[:, :, None] * Z[:, None, :], (c, d * d))
+        G_zbar = xp.sum(G * zbar[:, None, :], axis=2)  # (m, d)
+        lever = (
+            1.0
+            + _dot_keys(xp.reshape(G, (m, d * d)), pairs, xp=xp)
+            - 2.0 * _dot_keys(G_zbar, Z, xp=xp)
+            + xp.sum(G_zbar * zbar, axis=1)[:, None]
+        )
+        residual = xp.astype(residual, w.dtype)
+        lever = xp.astype(lever, w.dtype)
         share = w * (fit.offset[:, None] + _dot_keys(fit.g, Zh, xp=xp))
         keep = 1.0 - w * lever
         safe = keep > _ALL_WEIGHT
