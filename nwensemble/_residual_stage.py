@@ -101,7 +101,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     interval_residuals_ : array of shape (n_calibration,) or (n_calibration, n_outputs)
         The sum's leave-one-out residuals, which calibrate
         :meth:`predict_interval`: on each row of the first stage's
-        ``calibration_rows_`` that the second stage learned, the first
+        ``calibration_rows_`` that the second stage learned and held out of
+        its projection's fit (its own ``calibration_rows_``), the first
         stage's residual there (``calibration_residuals_``: with members,
         from the members that held the row out) less the second stage's
         left-out estimate. None for stages without those attributes.
@@ -257,9 +258,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
         The bounds are the prediction minus and plus a quantile of
         ``interval_residuals_``, the sum's leave-one-out residuals on the
-        rows that calibrate the first stage's own intervals (the jackknife,
+        rows that calibrate both stages' own intervals (the jackknife,
         Barber et al. 2021), from both stages' left-out estimates, on rows
-        that the first stage's projections were not fitted to where it held
+        that neither stage's projections were fitted to where they held
         rows out (see :ref:`residual_stage`).
 
         Parameters
@@ -338,12 +339,14 @@ def _host_weights(sample_weight):
 
 def _sum_residuals(first, second, rows):
     """The sum's leave-one-out residuals on the rows that calibrate the
-    first stage's intervals and that the second stage learned (``rows``,
-    host ints: the training rows of the second stage, in its order): the
-    first stage's residual there (from the members that held the row out)
-    less the second stage's left-out estimate; and the rows' positions in
-    the first stage's ``calibration_rows_``, in the second stage's
-    namespace. None, None for stages without those attributes."""
+    first stage's intervals and the second's (``rows``, host ints: the
+    training rows of the second stage, in its order; of those, its own
+    ``calibration_rows_`` where it has them: the rows held out of its
+    projection's fit where it held any): the first stage's residual there
+    (from the members that held the row out) less the second stage's
+    left-out estimate; and the rows' positions in the first stage's
+    ``calibration_rows_``, in the second stage's namespace. None, None for
+    stages without those attributes."""
     calibrating = getattr(first, "calibration_rows_", None)
     first_residuals = getattr(first, "calibration_residuals_", None)
     loo = getattr(second, "loo_prediction_", None)
@@ -351,8 +354,14 @@ def _sum_residuals(first, second, rows):
         return None, None
     xp, _ = get_namespace(loo)
     calibrating = to_host(calibrating)
+    # A row whose residual the second stage's projection learned gets a
+    # left-out estimate that flatters the sum, as the first stage's would.
+    second_calibrating = getattr(second, "calibration_rows_", None)
+    unlearned = rows
+    if second_calibrating is not None:
+        unlearned = rows[to_host(second_calibrating)]
     # Positions among the first stage's calibration rows and the second's.
-    in_first = np.flatnonzero(np.isin(calibrating, rows))
+    in_first = np.flatnonzero(np.isin(calibrating, unlearned))
     in_second = np.searchsorted(rows, calibrating[in_first])
     dev = device(loo)
     residuals = xp.take(

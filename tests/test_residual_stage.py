@@ -188,21 +188,29 @@ def test_several_outputs(friedman):
         assert np.all(bounds[..., 0] < pred) and np.all(pred < bounds[..., 1])
 
 
-def test_intervals_add_a_quantile_of_the_sums_residuals_where_the_first_calibrates(
+def test_intervals_add_a_quantile_of_the_sums_residuals_where_both_calibrate(
     friedman,
 ):
-    """The sum's residual on a row that calibrates the first stage: the first
-    stage's residual there (its members that held the row out) less the
-    second stage's left-out estimate."""
+    """The sum's residual on a row that calibrates the first stage and that
+    the second held out of its projection's fit: the first stage's
+    residual there (its members that held the row out) less the second
+    stage's left-out estimate."""
     X, y = friedman
     model = ResidualStageRegressor(random_state=0).fit(X, y)
     first, second = model.estimator_, model.residual_estimator_
     rows = first.calibration_rows_
     assert first.n_members > 1 and len(rows) < len(y)  # members held rows out
+    # The second stage learned every row's residual here (as the first
+    # stage's leave-one-out predictions cover them all), and held some out.
+    assert len(model.residual_rows_) == len(y)
+    held = second.calibration_rows_
+    assert 0 < len(held) < len(y)
+    both = np.isin(rows, held)
+    assert 0 < both.sum() < len(rows)
     # Not the residuals of the whole ensemble's leave-one-out predictions.
     loo_residuals = y[rows] - first.loo_prediction_[rows]
     assert not np.allclose(first.calibration_residuals_, loo_residuals)
-    residuals = first.calibration_residuals_ - second.loo_prediction_[rows]
+    residuals = (first.calibration_residuals_ - second.loo_prediction_[rows])[both]
     assert_allclose(model.interval_residuals_, residuals, rtol=1e-12)
     pred, bounds = model.predict_interval(X[:6], confidence_level=0.8)
     n = len(residuals)
@@ -220,9 +228,11 @@ def test_adaptive_intervals_scale_the_residuals_by_the_first_stages_local_error(
     X, y = friedman
     model = ResidualStageRegressor(random_state=0).fit(X, y)
     at_queries, at_rows = model.estimator_._local_error_scale(X[:6])
-    # Every calibration row of the first stage has a residual here.
-    assert len(at_rows) == len(model.interval_residuals_)
-    units = np.abs(model.interval_residuals_) / at_rows
+    # The first stage's calibration rows that the second held out.
+    held = model.estimator_.calibration_rows_
+    both = np.isin(held, model.residual_estimator_.calibration_rows_)
+    assert len(model.interval_residuals_) == both.sum() < len(held)
+    units = np.abs(model.interval_residuals_) / at_rows[both]
     n = len(units)
     k = int(np.floor(0.2 * (n + 1)))
     q = np.sort(units)[n - k]
@@ -263,8 +273,8 @@ def test_adaptive_intervals_widen_where_the_noise_is_large():
 
 def test_intervals_cover_new_rows():
     """About 90 % of new targets fall in the 90 % intervals (three draws
-    of 1000 rows, each calibrating on the rows some member of the first
-    stage held out, about a third)."""
+    of 1000 rows, each calibrating on the rows that some member of the
+    first stage and the second stage held out)."""
     from sklearn.datasets import make_friedman1
 
     covered = []
