@@ -164,7 +164,7 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     # so that prediction, attention weights and intervals read with it.
     return FittedHeads(
         features=features,
-        W=W if width == 1 else W / width,
+        W=W / width,
         W_std=fitted.W.T.reshape(n_heads, d, -1) / width,
         keys=keys,
         duplicates=duplicates,
@@ -252,10 +252,9 @@ def _leave_one_out(
     projections' fit where there are any (``per_member``: per member,
     those rows or None; only where every member has them, and the solver
     did not choose the width on them itself (``widens``), is a wider kernel
-    tried). The
-    residuals are those of every row up to ``LOO_STATS_ROWS``, else of a
-    random subset of queries (the held-out rows first), each attending to
-    all rows, so that their cost stays linear in n."""
+    tried). The residuals are those of every row up to ``LOO_STATS_ROWS``,
+    else of a random subset of queries (the held-out rows first), each
+    attending to all rows, so that their cost stays linear in n."""
     xp = keys.xp
     sw_np = to_numpy(sw).astype(np.float64)
     positive = np.flatnonzero(sw_np > 0)

@@ -145,17 +145,17 @@ def choose_readout(
     # The wider kernels are read on the scored rows alone (their errors are
     # those of a pass over every row), and the chosen one again on every row.
     sub_rows, sub_sw, sub_scored = _only_scored(rows, sw_rows, scored, xp=keys.xp)
-    width, error = 1, best.error
+    width, error, chosen = 1, best.error, None
     for wider in WIDER:
         wide = dataclasses.replace(keys, Z=keys.Z / wider)
         choice = _choose_among(options, wide, sub_rows, sub_sw, sub_scored)
         if choice.error < error:
-            width, error, chosen = wider, choice.error, choice.readout
-    if width == 1:
+            width, error, chosen = wider, choice.error, choice
+    if chosen is None:
         return best
-    kept = list(dict.fromkeys(chosen if isinstance(chosen, tuple) else [chosen]))
-    wide = dataclasses.replace(keys, Z=keys.Z / width)
-    return _choose_among(kept, wide, rows, sw_rows, scored, width=width)
+    readout = chosen.readout
+    kept = list(dict.fromkeys(readout if isinstance(readout, tuple) else [readout]))
+    return _choose_among(kept, chosen.keys, rows, sw_rows, scored, width=width)
 
 
 def _only_scored(rows, sw_rows, scored, *, xp):

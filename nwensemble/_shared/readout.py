@@ -134,8 +134,8 @@ class Readout:
         est = fit.estimate
         # The local line's residual at each key, the key's leverage and its
         # share of the estimate, all per query: each (m, c) term one product
-        # of two matrices, in float64, instead of (m, c, d) arrays of the
-        # keys centred per query.
+        # of two matrices, in float64 (no (m, c, d) arrays of the keys
+        # centred on every query).
         f64 = xp.float64
         Z = xp.astype(Zh, f64)
         zbar = xp.astype(fit.zbar, f64)
