@@ -262,12 +262,38 @@ def test_key_chunks_leave_the_tiles_sums_unchanged(monkeypatch):
         ]
 
     whole = sums()
-    monkeypatch.setattr(tiles_module, "_KEY_CHUNK", tiles_module._KEY_TILE)
+    monkeypatch.setattr(tiles_module, "_CHUNK_BYTES", 1)
     monkeypatch.setattr(tiles_module, "_QUERY_GROUP", 2 * tiles_module._QUERY_TILE)
-    assert Z.shape[0] > 2 * tiles_module._KEY_CHUNK
+    assert tiles_module._keys_per_chunk(keys) == tiles_module._KEY_TILE
+    assert Z.shape[0] > 2 * tiles_module._KEY_TILE
     assert Q.shape[0] > tiles_module._QUERY_GROUP
     for a, b in zip(whole, sums(), strict=True):
         assert np.array_equal(a, b)
+
+
+def test_key_chunks_hold_their_columns_within_the_budget():
+    """A chunk of keys is whole key tiles whose readout columns, every
+    head's, fit in the budget (at least one tile): fewer keys for wider
+    heads and more outputs, more for the local constant, whose one array
+    every head shares."""
+    rng = np.random.default_rng(0)
+    budget, tile = tiles_module._CHUNK_BYTES, tiles_module._KEY_TILE
+    chunks = {}
+    for d in (2, 8, 32):
+        for t in (1, 3):
+            Z = rng.standard_normal((40, 4 * d))
+            Y = rng.standard_normal((40, t))
+            keys = _local_linear_keys(Z, Y, np.full(40, 1 / 40), 4)
+            chunk = tiles_module._keys_per_chunk(keys)
+            width = 4 * keys.readout_of(0).columns(Y, Z[:, :d], xp=np).shape[1]
+            assert chunk % tile == 0
+            assert chunk * width * 8 <= budget or chunk == tile
+            assert (chunk + tile) * width * 8 > budget
+            chunks[d, t] = chunk
+            mean = dataclasses.replace(keys, readout=Readout())
+            assert tiles_module._keys_per_chunk(mean) >= chunk
+    assert chunks[2, 1] > chunks[8, 1] > chunks[32, 1]
+    assert chunks[8, 1] > chunks[8, 3]
 
 
 @pytest.mark.parametrize("chunk", [None, 2])
@@ -283,7 +309,9 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(
     left-out training rows."""
     _small_tiles(monkeypatch)
     if chunk is not None:
-        monkeypatch.setattr(tiles_module, "_KEY_CHUNK", chunk * tiles_module._KEY_TILE)
+        monkeypatch.setattr(
+            tiles_module, "_keys_per_chunk", lambda keys: chunk * tiles_module._KEY_TILE
+        )
         monkeypatch.setattr(tiles_module, "_QUERY_GROUP", tiles_module._QUERY_TILE)
     Q, Z, Y, sw, _ = _heads_problem()
     Q = Q.copy()

@@ -138,3 +138,14 @@ def test_target_range_ignores_rows_of_weight_zero():
     low, high = target_range(Y, np.array([1.0, 2.0, 0.0]), xp=xp)
     assert_allclose(low, [1.0, -1.0])
     assert_allclose(high, [5.0, 0.0])
+
+
+@pytest.mark.parametrize("readout", [CONSTANT, Readout(ridge=0.1)])
+@pytest.mark.parametrize("t, d", [(1, 1), (1, 4), (3, 2)])
+def test_n_columns_counts_the_columns(readout, t, d):
+    """``n_columns`` is the width of ``columns`` for ``t`` targets and a
+    ``d``-dimensional head."""
+    rng = np.random.default_rng(0)
+    Y, Z = rng.standard_normal((5, t)), rng.standard_normal((5, d))
+    width = readout.columns(Y, Z, xp=np).shape[1]
+    assert readout.n_columns(t, d) == width

@@ -80,6 +80,13 @@ class Readout:
         zz = xp.take(Zh, iu, axis=1) * xp.take(Zh, ju, axis=1)
         return xp.concat([Y, Zh, *yz, zz, ones], axis=1)
 
+    def n_columns(self, t, d):
+        """How many ``columns`` a key has, for ``t`` targets and a
+        ``d``-dimensional head."""
+        if self.is_constant:
+            return t + 1
+        return t + d + t * d + d * (d + 1) // 2 + 1
+
     def estimate(self, num, Qh, *, xp):
         """The head's estimates (m, t) from ``num`` (m, k), the attention's
         sums of ``columns``, at the queries ``Qh`` (m, d)."""

@@ -43,10 +43,13 @@ from nwensemble._shared.passes import (
 # Tile shapes compared in the performance notes.
 _QUERY_TILE = 256
 _KEY_TILE = 512
-# Keys whose readout columns exist at once: the local-linear readout's
-# columns grow with the square of the head's dimension, so built for every
-# key of every head they would take memory in proportion to the rows.
-_KEY_CHUNK = 64 * _KEY_TILE
+# Bytes of readout columns (every head's) that exist at once: the keys are
+# taken in chunks of whole key tiles that fit, at least one. The
+# local-linear readout's columns grow with the square of the head's
+# dimension, so built for every key of every head they would take memory
+# in proportion to the rows, and a fixed number of keys would take it in
+# proportion to that square.
+_CHUNK_BYTES = 8 * 2**20
 # Queries taken at once around the key chunks: their sums wait from one
 # chunk to the next.
 _QUERY_GROUP = 64 * _QUERY_TILE
@@ -293,8 +296,9 @@ class TilePasses(BlockPasses):
             sums run over the keys in order, as one pass over all keys
             would take them."""
             nums = [None] * len(tasks)
-            for k0 in range(0, n if queries is not None else 0, _KEY_CHUNK):
-                columns = readout_columns(keys, slice(k0, min(k0 + _KEY_CHUNK, n)))
+            chunk = _keys_per_chunk(keys)
+            for k0 in range(0, n if queries is not None else 0, chunk):
+                columns = readout_columns(keys, slice(k0, min(k0 + chunk, n)))
 
                 def chunk_sums(i, k0=k0, columns=columns, nums=nums):
                     h, r0 = tasks[i]
@@ -307,6 +311,8 @@ class TilePasses(BlockPasses):
                 nums = map_on_host_threads(
                     chunk_sums, range(len(tasks)), xp=xp, threads=big
                 )
+                # Gone before the next chunk's are built.
+                del columns, chunk_sums
             return nums
 
         def stable_sums(h, q, left_out):
@@ -444,6 +450,20 @@ class TilePasses(BlockPasses):
                 row_major(xp.concat([Zh, bias[:, None], k_ones], axis=1).T, xp=xp)
             )
         return (None, None, biases) if far else (queries, operands, biases)
+
+
+def _keys_per_chunk(keys):
+    """How many keys' readout columns a chunk builds at once: the whole key
+    tiles whose columns, for every head, fit in ``_CHUNK_BYTES``, at least
+    one tile. The local constant's columns are one array shared by every
+    head (see ``readout_columns``)."""
+    readout = keys.readout_of(0)
+    per_key = readout.n_columns(keys.Y.shape[1], keys.head_dim)
+    if not readout.is_constant:
+        per_key *= keys.n_heads
+    itemsize = 4 if keys.Y.dtype == keys.xp.float32 else 8
+    tiles = _CHUNK_BYTES // (per_key * itemsize * _KEY_TILE)
+    return max(1, tiles) * _KEY_TILE
 
 
 def _clamp(dtype, *, xp):
