@@ -25,6 +25,7 @@ from nwensemble._shared.backend import (
     exp_inplace,
     fill_masked,
     fixed_order_matmul,
+    itemsize,
     maximum_inplace,
     workspace_buffer,
 )
@@ -325,8 +326,7 @@ def chunk_rows(n_queries, n_train, dtype, *, xp, n_blocks=2):
     ``working_memory``: a GPU has no small cache to fit, and every block
     costs its own kernel launches.
     """
-    itemsize = 4 if dtype == xp.float32 else 8
-    per_row = n_blocks * itemsize * max(n_train, 1)
+    per_row = n_blocks * itemsize(dtype, xp=xp) * max(n_train, 1)
     allowed = int(get_config()["working_memory"] * 2**20 // per_row)
     if not eager_host(xp):
         return int(min(max(allowed, 1), max(n_queries, 1)))

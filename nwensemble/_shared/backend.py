@@ -170,6 +170,12 @@ def matmul_into(a, b, out, *, xp):
     return a @ b
 
 
+def itemsize(dtype, *, xp):
+    """Bytes per element of a floating ``dtype`` of ``xp`` (the array API's
+    dtypes have no ``itemsize``)."""
+    return 4 if dtype == xp.float32 else 8
+
+
 def kth_smallest(a, k, *, xp):
     """``sort(a, axis=1)[:, k]``: by a partition where the namespace has one
     (NumPy, CuPy; linear in the axis, where a sort is n log n; the array

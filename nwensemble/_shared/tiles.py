@@ -25,6 +25,7 @@ from nwensemble._shared.backend import (
     device,
     eager_host,
     exp_inplace,
+    itemsize,
     map_on_host_threads,
     matmul_into,
     maximum_inplace,
@@ -43,12 +44,10 @@ from nwensemble._shared.passes import (
 # Tile shapes compared in the performance notes.
 _QUERY_TILE = 256
 _KEY_TILE = 512
-# Bytes of readout columns (every head's) that exist at once: the keys are
-# taken in chunks of whole key tiles that fit, at least one. The
-# local-linear readout's columns grow with the square of the head's
-# dimension, so built for every key of every head they would take memory
-# in proportion to the rows, and a fixed number of keys would take it in
-# proportion to that square.
+# Bytes of readout columns (every head's) that exist at once, in whole key
+# tiles, at least one: the local-linear readout's columns grow with the
+# square of the head's dimension, so a chunk takes fewer keys as the heads
+# widen, and the columns' memory stays bounded whatever the rows.
 _CHUNK_BYTES = 8 * 2**20
 # Queries taken at once around the key chunks: their sums wait from one
 # chunk to the next.
@@ -461,8 +460,8 @@ def _keys_per_chunk(keys):
     per_key = readout.n_columns(keys.Y.shape[1], keys.head_dim)
     if not readout.is_constant:
         per_key *= keys.n_heads
-    itemsize = 4 if keys.Y.dtype == keys.xp.float32 else 8
-    tiles = _CHUNK_BYTES // (per_key * itemsize * _KEY_TILE)
+    size = itemsize(keys.Y.dtype, xp=keys.xp)
+    tiles = _CHUNK_BYTES // (per_key * size * _KEY_TILE)
     return max(1, tiles) * _KEY_TILE
 
 
