@@ -13,7 +13,9 @@ features) were recorded again when their L-BFGS took each row of ``W`` as
 a scale times a direction (``_fit/row_scales.py``, issue 34). The cases
 that hold rows out for early stopping or read lines were recorded again when
 ``validation_fraction='auto'`` held out 30 % of the rows and the lines'
-kernel width came to be chosen on them (issue 32).
+kernel width came to be chosen on them (issue 32). ``nwa_softmax_f32`` was
+recorded again when the starting scales came to be searched in float64
+(issue 69: its float32 search ended elsewhere under an AVX2 BLAS kernel).
 All fits run on one BLAS thread: two threads may sum in another order.
 """
 

@@ -14,6 +14,7 @@ from nwensemble._fit.allocation import theory_head_dim
 from nwensemble._fit.early_stopping import heldout_loss
 from nwensemble._fit.loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
 from nwensemble._shared.backend import device, to_numpy
+from nwensemble._shared.design import as_dtype
 from nwensemble._shared.rows import subsample, take_rows
 
 # Rows used to pick the starting bandwidth.
@@ -197,6 +198,11 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     on rows they were not fitted to (``_own_scales_generalise``).
     """
     Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
+    # In float64 whatever the fit's dtype: a float32 search's rounding
+    # differs between BLAS kernels, and its ten L-BFGS-B steps amplify that
+    # into another start (on a few hundred rows the extra width costs little).
+    Xs = as_dtype(Xs, xp.float64, xp=xp)
+    Ys, sw = xp.astype(Ys, xp.float64), xp.astype(sw, xp.float64)
     d = W.shape[1] // n_heads
     W = W.copy()
     own_scales = per_direction
