@@ -43,6 +43,7 @@ def search_by_loo(base, candidates, X, y, fit_params, *, required, **search):
     chosen anyway); with ``verbose``, report each as it finishes. Returns
     what ``search_by_folds`` does, the best fit as the estimator."""
     scorer = check_scoring(base, scoring=search["scoring"])
+    verbose = search["verbose"]
     tasks = [
         delayed(fit_and_score_loo)(
             clone(base).set_params(n_heads=H, head_dim=d),
@@ -51,14 +52,17 @@ def search_by_loo(base, candidates, X, y, fit_params, *, required, **search):
             fit_params,
             scorer,
             required=required,
+            announce=f"n_heads={H}, head_dim={d}" if verbose else None,
         )
         for H, d in candidates
     ]
-    verbose = search["verbose"]
+    label = score_label(search["scoring"])
     if verbose:
+        listed = ", ".join(f"({H}, {d})" for H, d in candidates)
         print(
-            f"[HeadAllocator] {len(tasks)} candidates, each fitted on all "
-            f"{X.shape[0]} rows and scored by leave-one-out",
+            f"[HeadAllocator] {len(tasks)} candidates (n_heads, head_dim): "
+            f"{listed}; each fitted on all {X.shape[0]} rows and scored by "
+            f"its leave-one-out {label}",
             flush=True,
         )
     start = time.perf_counter()
@@ -70,8 +74,8 @@ def search_by_loo(base, candidates, X, y, fit_params, *, required, **search):
             elapsed = time.perf_counter() - start
             left = elapsed / len(results) * (len(tasks) - len(results))
             print(
-                f"[HeadAllocator] n_heads={H}, head_dim={d}: "
-                f"score={result[1]:.4f}  elapsed={elapsed:.1f}s  left~{left:.0f}s",
+                f"[HeadAllocator] n_heads={H}, head_dim={d}: leave-one-out "
+                f"{label}={result[1]:.4f}  elapsed={elapsed:.1f}s  left~{left:.0f}s",
                 flush=True,
             )
     scores = np.array([r[1] for r in results])
@@ -89,9 +93,22 @@ class _Predictions(RegressorMixin):
         return X
 
 
-def fit_and_score_loo(estimator, X, y, fit_params, scorer, *, required=True):
+def score_label(scoring):
+    """How progress lines name the score: the scorer's name, or the
+    regressors' own ``score``, R², for None."""
+    if scoring is None:
+        return "R2"
+    return scoring if isinstance(scoring, str) else "score"
+
+
+def fit_and_score_loo(
+    estimator, X, y, fit_params, scorer, *, required=True, announce=None
+):
     """Fit on all rows; score the exact leave-one-out predictions (NaN for an
-    estimator without them, unless a score is ``required``)."""
+    estimator without them, unless a score is ``required``). ``announce``:
+    a progress line's name of the candidate, printed as its fit starts."""
+    if announce is not None:
+        print(f"[HeadAllocator] fitting {announce} ...", flush=True)
     start = time.perf_counter()
     estimator.fit(X, y, **fit_params)
     fit_time = time.perf_counter() - start

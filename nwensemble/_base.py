@@ -38,7 +38,12 @@ from nwensemble._shared.backend import (
 )
 from nwensemble._shared.kernels import KERNELS, resolve_kernel
 from nwensemble._table_attributes import table_attributes
-from nwensemble._validation import as_float, reject_dates, training_arrays
+from nwensemble._validation import (
+    as_float,
+    as_table_rows,
+    reject_dates,
+    training_arrays,
+)
 
 
 class BaseNWRegressor(
@@ -292,6 +297,7 @@ class BaseNWRegressor(
         if getattr(self, "_device", "auto") == "auto":
             same_namespace_or_raise(X, self.components_, estimator=self, method=method)
         if self.predictor_.encoder is not None:
+            X = as_table_rows(X)
             validate_data(self, X, skip_check_array=True, reset=False)
             return self.predictor_.encode(X)
         xp, _ = get_namespace(X)

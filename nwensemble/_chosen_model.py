@@ -4,6 +4,7 @@ go through ``best_estimator_``."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._wrapper import WrapperMixin
@@ -19,7 +20,7 @@ _FORWARDED = frozenset(
 )
 
 
-class ChosenModelMixin(WrapperMixin):
+class ChosenModelMixin(WrapperMixin, TransformerMixin):
     """Prediction methods and fitted attributes of ``best_estimator_``, for
     an estimator that sets ``best_estimator_`` (with ``refit``),
     ``_fit_where`` and ``_table`` in ``fit``."""
@@ -93,6 +94,23 @@ class ChosenModelMixin(WrapperMixin):
             See :meth:`MultiHeadNWRegressor.transform`.
         """
         return self._chosen("transform")(self._check_query(X, "transform"))
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the chosen model's ``transform`` outputs.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Not used beyond scikit-learn's check against
+            ``feature_names_in_``.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            See :meth:`MultiHeadNWRegressor.get_feature_names_out`.
+        """
+        check_is_fitted(self)
+        return self._chosen("get_feature_names_out")(input_features)
 
     def attention_weights(self, X, head=None, top_k=None):
         """The chosen model's attention: which training rows each prediction

@@ -28,18 +28,34 @@ def _load_csv(path, out):
 
 
 _WHICH_MODEL = """\
-Which to start with: ResidualStageRegressor(). One head (with up to four
-members, fits from other random draws, on tables up to 2048 rows) and a
-second attention stage fitted to its leave-one-out residuals, the two
-added as boosting adds trees: it shares an effect along one feature across
-neighbourhoods, which one head's local average cannot. It is the most
-accurate of these on average over real tables (the documentation's
-benchmarks page compares them with CatBoost); on any one table another may
-win, as the RMSE above can show.
+Which to start with on a new table: ResidualStageRegressor(). One head
+(with up to four members, fits from other random draws, on tables up to
+2048 rows) and a second attention stage fitted to its leave-one-out
+residuals, the two added as boosting adds trees: it shares an effect along
+one feature across neighbourhoods, which one head's local average cannot.
+It is the most accurate of these on average over the benchmark tables (the
+documentation's benchmarks page compares them with CatBoost), not on every
+table: cross-validate on yours, as above.
 HeadAllocator() chooses between one head, four heads and larger heads by
 their leave-one-out error; for the fastest fit, NWAttentionRegressor().
 Several heads win where features act jointly and lose badly where the
 target grows steeply along one feature."""
+
+
+def _on_this_table(rmse):
+    """What the folds above say: the model with the lowest mean RMSE, and
+    how far the recommended start is from it (``rmse``: label -> mean)."""
+    best = min(rmse, key=rmse.get)
+    start = "ResidualStageRegressor()"
+    if start not in rmse:
+        return f"Lowest RMSE on this table: {best}."
+    if best == start:
+        return f"Lowest RMSE on this table: {start}."
+    return (
+        f"Lowest RMSE on this table: {best}; {start} is "
+        f"{rmse[start] / rmse[best]:.3f}x its RMSE here."
+    )
+
 
 # Folds of the tuned k-NN's inner search (GridSearchCV's default).
 _INNER_FOLDS = 5
@@ -132,14 +148,17 @@ def _demo(args, out):
         file=out,
     )
     print(f"{'model':<26}{'RMSE':>16}{'fit time (s)':>15}", file=out)
+    means = {}
     for label, model in models.items():
         res = cross_validate(model, X, y, cv=cv, scoring="neg_root_mean_squared_error")
         rmse = -res["test_score"]
+        means[label] = rmse.mean()
         print(
             f"{label:<26}{rmse.mean():>9.4f} ± {rmse.std():<6.4f}"
             f"{np.median(res['fit_time']):>13.3f}",
             file=out,
         )
+    print(_on_this_table(means), file=out)
     print(_WHICH_MODEL, file=out)
     start = time.perf_counter()
     full = MultiHeadNWRegressor(n_heads=args.n_heads, **nw)

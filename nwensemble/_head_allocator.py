@@ -4,12 +4,12 @@ scaling rule or by cross-validation."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import time
 from numbers import Integral, Real
 
 from sklearn.base import (
     BaseEstimator,
     RegressorMixin,
-    TransformerMixin,
     _fit_context,
     clone,
 )
@@ -26,13 +26,14 @@ from nwensemble._fit.allocation import (
     default_members,
     theory_allocation,
 )
+from nwensemble._fit.config import progress
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._shared.backend import where
 from nwensemble._validation import validate_fit_data
 from nwensemble._wrapper import kept_as_table
 
 
-class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEstimator):
+class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
     """Choose the number of heads and their dimension under a budget.
 
     The budget ``D`` bounds the total dimension of all heads,
@@ -391,7 +392,16 @@ class HeadAllocator(ChosenModelMixin, TransformerMixin, RegressorMixin, BaseEsti
         best_params = dict(cv_results["params"][best_index])
         if self.refit and members != own_members:
             best = clone(base).set_params(**best_params, n_members=members)
+            start = time.perf_counter()
+            if self.verbose:
+                print(
+                    f"[HeadAllocator] refitting n_heads={best_params['n_heads']}, "
+                    f"head_dim={best_params['head_dim']} with {members} members "
+                    "on all rows ...",
+                    flush=True,
+                )
             best.fit(X, y, **fit_params)
+            progress("HeadAllocator", self.verbose, "refit with members", start)
         self.cv_results_, self.best_index_, self.best_score_ = (
             cv_results,
             best_index,

@@ -4,6 +4,8 @@ stage's leave-one-out residuals, the two predictions added."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import time
+
 import array_api_compat
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
@@ -16,6 +18,8 @@ from sklearn.utils.validation import (
 
 from nwensemble._atomic import atomic_fit
 from nwensemble._fit.allocation import default_members
+from nwensemble._fit.config import progress
+from nwensemble._fit.early_stopping import EARLY_STOPPING_MIN_ROWS
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._predict.intervals import absolute_residual_bounds, interval_alpha
 from nwensemble._shared.backend import (
@@ -63,23 +67,32 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     estimator : estimator with ``loo_prediction_``, default=None
         The first stage; ``None`` means one head with members on small
         tables: ``MultiHeadNWRegressor(n_heads=1, n_members=k,
-        bvc_resamples=0)``, ``k`` chosen for the rows as
-        :class:`HeadAllocator`'s ``n_members='auto'`` chooses (4 up to 1024
-        rows, 1 above 2048; a fit of :class:`NWAttentionRegressor` when
-        ``k`` is 1). Any of the library's estimators,
-        :class:`HeadAllocator` included.
+        bvc_resamples=0, early_stopping=True)``, ``k`` chosen for the rows
+        as :class:`HeadAllocator`'s ``n_members='auto'`` chooses (4 up to
+        1024 rows, 1 above 2048; a fit of :class:`NWAttentionRegressor`
+        when ``k`` is 1). It holds rows out of its projection's fit from 50
+        rows on, also where ``early_stopping='auto'`` would not (many rows
+        per learned parameter), so that the intervals calibrate on rows no
+        projection learned; with fewer rows ``'auto'`` (none held out). Any
+        of the library's estimators, :class:`HeadAllocator` included.
 
     residual_estimator : estimator, default=None
         The second stage, fitted to the first's leave-one-out residuals;
         ``None`` means ``NWAttentionRegressor(early_stopping=True,
-        local_fit='constant', duplicate_weight=0.0)``: it always holds rows
-        out to stop on, reads weighted means (which stay within the
-        residuals' range) and reads no copies of a row (the first stage
-        already predicts a row's copy by it).
+        local_fit='constant', duplicate_weight=0.0)``: it holds rows out to
+        stop on (from 50 rows on; ``'auto'`` below), reads weighted means
+        (which stay within the residuals' range) and reads no copies of a
+        row (the first stage already predicts a row's copy by it).
 
     random_state : int, RandomState instance or None, default=None
         Given to both stages as their ``random_state`` (an estimator's own
         is kept when this is None).
+
+    verbose : int, default=0
+        Progress on stdout when positive: a line as each stage starts (what
+        it fits, on how many rows) and as it ends (its time), and the
+        stages' own progress (given to both as their ``verbose`` where they
+        have one and their own is 0).
 
     Attributes
     ----------
@@ -142,17 +155,44 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "residual_estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "random_state": ["random_state"],
+        "verbose": ["verbose"],
     }
 
-    def __init__(self, estimator=None, *, residual_estimator=None, random_state=None):
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        residual_estimator=None,
+        random_state=None,
+        verbose=0,
+    ):
         self.estimator = estimator
         self.residual_estimator = residual_estimator
         self.random_state = random_state
+        self.verbose = verbose
 
     def _stage(self, estimator, default):
         stage = clone(default if estimator is None else estimator)
-        if self.random_state is not None and "random_state" in stage.get_params():
+        params = stage.get_params()
+        if self.random_state is not None and "random_state" in params:
             stage.set_params(random_state=self.random_state)
+        if self.verbose and not params.get("verbose", 1):
+            stage.set_params(verbose=self.verbose)
+        return stage
+
+    def _fit_stage(self, name, stage, X, y, fit_params):
+        """``stage.fit(X, y, **fit_params)``, announced and timed with
+        ``verbose``."""
+        if self.verbose:
+            described = " ".join(repr(stage).split())
+            print(
+                f"[ResidualStageRegressor] {name} stage: {described} on "
+                f"{_num_samples(X)} rows",
+                flush=True,
+            )
+        start = time.perf_counter()
+        stage.fit(X, y, **fit_params)
+        progress("ResidualStageRegressor", self.verbose, f"{name} stage", start)
         return stage
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -184,18 +224,22 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         )
         second = self._stage(
             self.residual_estimator,
-            NWAttentionRegressor(
-                early_stopping=True, local_fit="constant", duplicate_weight=0.0
-            ),
+            NWAttentionRegressor(local_fit="constant", duplicate_weight=0.0),
         )
         categorical = getattr(first, "categorical_features", None)
         X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
+        n_rows = _num_samples(X)
         if self.estimator is None:
             # One head with members on small tables, whose error a fit's
             # random draws move most; the members average the draws out.
-            first.set_params(n_members=default_members(_num_samples(X)))
+            first.set_params(
+                n_members=default_members(n_rows),
+                early_stopping=_stops_early(n_rows, sample_weight),
+            )
+        if self.residual_estimator is None:
+            second.set_params(early_stopping=_stops_early(n_rows, sample_weight))
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
-        first.fit(X, y, **fit_params)
+        self._fit_stage("first", first, X, y, fit_params)
         loo = getattr(first, "loo_prediction_", None)
         if loo is None:
             raise TypeError(
@@ -220,7 +264,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             fit_params["sample_weight"] = xp.asarray(
                 weights, dtype=target.dtype, device=device(target)
             )
-        second.fit(_rows(X, host_rows), target, **fit_params)
+        self._fit_stage("second", second, _rows(X, host_rows), target, fit_params)
         self._fit_where = where(X)
         self._table = kept_as_table(mask)
         self.estimator_ = first
@@ -328,6 +372,16 @@ def residual_weights(residuals, rows):
     spread = 1.4826 * np.median(np.abs(R[rows] - center), axis=0)
     deviation = np.abs(R - center) / np.where(spread > 0, spread, np.inf)
     return np.minimum(1.0, OUTLYING / np.maximum(deviation.max(axis=1), 1e-300))
+
+
+def _stops_early(n_rows, sample_weight):
+    """A default stage's ``early_stopping``: True (rows held out of its
+    projection's fit, which calibrate the intervals honestly) from
+    ``EARLY_STOPPING_MIN_ROWS`` rows of positive weight on, ``'auto'``
+    (none held out) below."""
+    if sample_weight is not None:
+        n_rows = int(np.count_nonzero(_host_weights(sample_weight) > 0))
+    return True if n_rows >= EARLY_STOPPING_MIN_ROWS else "auto"
 
 
 def _host_weights(sample_weight):

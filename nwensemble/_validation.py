@@ -137,6 +137,25 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
     return X, y, mask
 
 
+def as_table_rows(X):
+    """Query rows for a model fitted on a table with categorical columns: a
+    DataFrame or array as it is, a list of rows as an ``object`` array; 1-d
+    or scalar input gets scikit-learn's error for it (the table's checks
+    skip ``check_array``, which would otherwise say so)."""
+    if is_dataframe(X):
+        return X
+    if not hasattr(X, "shape"):
+        X = np.asarray(X, dtype=object)
+    if len(X.shape) == 2:
+        return X
+    kind = "scalar array" if len(X.shape) == 0 else f"{len(X.shape)}D array"
+    raise ValueError(
+        f"Expected 2D array, got {kind} instead:\narray={X!r}.\nReshape your "
+        "data either using array.reshape(-1, 1) if your data has a single "
+        "feature or array.reshape(1, -1) if it contains a single sample."
+    )
+
+
 def reject_dates(X):
     """A clear error for date, time and duration columns, which have no
     single right conversion to numbers (an integer of nanoseconds would be

@@ -8,7 +8,8 @@ tags, and pickling on the host."""
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from nwensemble._shared.backend import get_namespace, same_namespace_or_raise, to_host
-from nwensemble._validation import reject_dates
+from nwensemble._shared.table import is_dataframe
+from nwensemble._validation import as_table_rows, reject_dates
 
 
 def kept_as_table(mask):
@@ -18,6 +19,17 @@ def kept_as_table(mask):
     which is what the inner estimators were fitted on and what the queries
     must become."""
     return mask is not None and bool(mask.any())
+
+
+def _named(X, names):
+    """Rows of a table without column names (checked against ``names``,
+    the training frame's, which warned once) as a frame with them, so that
+    the inner estimators, fitted on the frame, do not warn again."""
+    if names is None or is_dataframe(X):
+        return X
+    import pandas as pd
+
+    return pd.DataFrame(X, columns=names)
 
 
 class WrapperMixin:
@@ -32,7 +44,9 @@ class WrapperMixin:
         reject_dates(X)
         same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
         if self._table:
-            return validate_data(self, X, skip_check_array=True, reset=False)
+            X = as_table_rows(X)
+            validate_data(self, X, skip_check_array=True, reset=False)
+            return _named(X, getattr(self, "feature_names_in_", None))
         xp, _ = get_namespace(X)
         return validate_data(
             self,

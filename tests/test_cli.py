@@ -21,10 +21,32 @@ def test_demo_prints_rmse_next_to_knn():
     assert "diabetes" in text and "k-NN" in text and "NWAttentionRegressor" in text
     assert "MultiHeadNW (4 heads)" in text and "HeadAllocator()" in text
     assert "ResidualStageRegressor()" in text.split("Which to start with")[0]
-    assert "Which to start with: ResidualStageRegressor()" in text
+    assert "Which to start with on a new table: ResidualStageRegressor()" in text
+    # The advice follows the table above it: the lowest RMSE is named.
+    assert "Lowest RMSE on this table: " in text
     assert "components_ shape (4, 3, 10)" in text  # floor(log(442 / 10))
     assert "head diversity index (HDI): 0." in text
     assert "= bias2 " in text and "(1-1/H) covariance" in text
+
+
+def test_the_demo_names_the_lowest_rmse_and_the_start_against_it():
+    from nwensemble._cli import _on_this_table
+
+    start = "ResidualStageRegressor()"
+    assert _on_this_table({start: 1.0, "k-NN": 2.0}).endswith(f": {start}.")
+    text = _on_this_table({start: 56.36, "k-NN (tuned k, weights)": 56.35})
+    assert text.startswith("Lowest RMSE on this table: k-NN (tuned k, weights);")
+    assert f"{start} is 1.000x its RMSE here" in text
+    assert _on_this_table({"k-NN": 2.0, "NW": 1.0}) == (
+        "Lowest RMSE on this table: NW."
+    )
+
+
+def test_a_semicolon_separated_csv_gets_a_hint(tmp_path):
+    path = tmp_path / "semi.csv"
+    path.write_text("a;b;target\n1,5;x;2\n2,5;y;3\n")
+    with pytest.raises(SystemExit, match="separated by ';'"):
+        main(["demo", "--csv", str(path)], out=io.StringIO())
 
 
 def test_demo_on_csv(tmp_path):

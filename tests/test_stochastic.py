@@ -128,8 +128,8 @@ def test_verbose_reports_epochs_with_time_left(data, capsys):
 
 def test_forecast_of_the_epochs_left():
     """The forecast follows a geometric approach to the plateau: more epochs
-    while the loss still falls fast, ``patience`` once it is flat, never
-    beyond the limit."""
+    while the loss still falls fast, the patience left once it is flat,
+    never beyond the limit."""
     from nwensemble._fit.early_stopping import EarlyStopping
 
     losses = iter(1.0 + 0.5**e for e in range(60))
@@ -146,10 +146,15 @@ def test_forecast_of_the_epochs_left():
     assert abs(forecasts[3] - expected) <= 2
     assert all(f <= 100 for f in forecasts[2:])
     assert monitor.epochs_left(3) <= 3
-    flat = EarlyStopping(lambda theta: 1.0, patience=5, tol=1e-6, noisy=True)
-    for _ in range(8):
+    # Once flat, it counts down the patience left since the last improvement
+    # (the whole patience each epoch would overstate the end tenfold).
+    flat = EarlyStopping(lambda theta: 1.0, patience=5, tol=1e-6)
+    left = []
+    for _ in range(5):
         stop = flat.update(None)
-    assert flat.epochs_left(100) == 5 and stop
+        left.append(flat.epochs_left(100))
+    assert left == [None, None, 3, 2, 1] and not stop
+    assert flat.update(None)
 
 
 def test_flat_noisy_losses_stop_the_fit():

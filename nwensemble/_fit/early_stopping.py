@@ -151,9 +151,10 @@ class EarlyStopping:
         ``k = min(n / 3, patience)`` iterations is taken to shrink by a
         factor ``q`` per iteration, ``q`` from ``g`` over the ``k`` before
         (within [0.3, 0.97]); the fit should stop ``patience`` iterations
-        after ``g`` falls to the losses' own fluctuation (their standard
-        deviation above the running best over the last ``patience``, at
-        least ``tol`` times the best) spread over ``patience`` iterations.
+        (less those already without an improvement) after ``g`` falls to
+        the losses' own fluctuation (their standard deviation above the
+        running best over the last ``patience``, at least ``tol`` times the
+        best) spread over ``patience`` iterations.
         """
         h = np.asarray(self.history, dtype=np.float64)
         n, P = h.shape[0], self.patience
@@ -163,15 +164,18 @@ class EarlyStopping:
         k = max(1, min(n // 3, P))
         now = (best[-1 - k] - best[-1]) / k
         threshold = max(float(np.std(h[-P:] - best[-P:])), self.tol * best[-1]) / P
+        # The fit stops ``patience`` iterations after its last improvement,
+        # some of which may have passed already.
+        waits = max(P - self._stale, 1)
         if now <= threshold:
-            return min(P, limit)
+            return min(waits, limit)
         q = 0.9
         if n > 2 * k:
             before = (best[-1 - 2 * k] - best[-1 - k]) / k
             if before > 0:
                 q = min(max((now / before) ** (1.0 / k), 0.3), 0.97)
         more = math.log(threshold / now) / math.log(q)
-        return int(min(limit, math.ceil(more) + P))
+        return int(min(limit, math.ceil(more) + waits))
 
     def flat(self):
         """Whether the last ``patience`` losses are flat (see ``noisy``)."""

@@ -324,6 +324,7 @@ def fit_encoder(X, mask, sw, names, *, from_dtype=False):
         values = cols[j]
         missing = missing_mask(values)
         kept, counts = _first_appearance(values, missing, weighted)
+        _reject_numbers_written_as_text(kept, names[j])
         levels.append(kept)
         frequent.append(counts >= MIN_LEVEL_ROWS)
         if text[j]:
@@ -351,6 +352,20 @@ def _text_dtype(dtype):
         and not types.is_bool_dtype(dtype)
         and (types.is_string_dtype(dtype) or types.is_object_dtype(dtype))
     )
+
+
+def _reject_numbers_written_as_text(levels, name):
+    """A clear error where a column holds a number and the same number as
+    text (``10`` and ``'10'``), which would otherwise be two levels."""
+    numbers = {str(_key(v)) for v in levels if _is_number(v) and not isinstance(v, str)}
+    both = [v for v in levels if isinstance(v, str) and v.strip() in numbers]
+    if both:
+        raise ValueError(
+            f"Column {name} holds {both[0]!r} both as a number and as text, "
+            "which would be two different levels. Give the column one type: "
+            "text (for example X[column].astype(str)) for categories, numbers "
+            "(pandas.to_numeric) otherwise."
+        )
 
 
 def _warn_numbers_as_text(levels, counts, name):

@@ -79,12 +79,12 @@ def read_table(path):
         if len(row) != width:
             raise ValueError(
                 f"{path}, line {line}: {len(row)} fields where the first line has "
-                f"{width}."
+                f"{width}." + _separator_hint(first)
             )
     if len(names) < 2 or not data:
         raise ValueError(
             f"{path} needs at least one feature column and the target column, "
-            "and at least one row of data."
+            "and at least one row of data." + _separator_hint(first)
         )
     columns = [[row[j].strip() for _, row in data] for j in range(width)]
     lines = [line for line, _ in data]
@@ -112,6 +112,24 @@ def read_table(path):
     else:
         X = np.array(X_cols, dtype=np.float64).T.reshape(len(lines), len(X_cols))
     return CSVTable(X, y, names[:-1], text, notes)
+
+
+def _separator_hint(first):
+    """Where the first line is one field that another separator would
+    split, a sentence that says so (the reader takes commas only, and
+    decimal points: a guess could read decimal commas as text)."""
+    if len(first) != 1:
+        return ""
+    for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+        if sep in first[0]:
+            return (
+                f" Its first line is one field holding {name}: is the file "
+                f"separated by {sep!r}? Only commas separate fields here; "
+                f"convert it, for example with pandas.read_csv(path, "
+                f"sep={sep!r}, decimal=',').to_csv(new_path, index=False) "
+                "(decimal=',' where numbers are written 1,5)."
+            )
+    return ""
 
 
 def _number(cell):
