@@ -2,7 +2,9 @@
 
 On every shared set (``../shared/data``, sets above 5000 rows subsampled)
 and on two synthetic problems (Friedman #1 with noise 1, and a
-heteroscedastic one whose noise grows tenfold across the first feature),
+heteroscedastic one whose noise grows tenfold across the first feature;
+each with 1500 and 2500 rows, and its coverage by third of the test rows'
+noise level),
 5-fold ``KFold(shuffle=True)`` repeated ``--repeats`` times (seeds 0, 1, ...
 for the folds and the models), for 90% intervals:
 
@@ -54,14 +56,20 @@ from nwensemble import MultiHeadNWRegressor, ResidualStageRegressor
 CONFIDENCE = 0.9
 
 
-def synthetic_sets(n=1500):
-    rng = np.random.default_rng(0)
-    X, y = make_friedman1(n_samples=n, n_features=8, noise=1.0, random_state=0)
-    yield "friedman1 (homoscedastic)", X, y, ""
-    X = rng.uniform(0, 1, size=(n, 5))
-    f = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 5 * X[:, 2]
-    y = f + (0.2 + 2.0 * X[:, 0]) * rng.standard_normal(n)
-    yield "heteroscedastic (noise 0.2 to 2.2)", X, y, ""
+def synthetic_sets(sizes=(1500, 2500)):
+    """Friedman #1 with unit noise and a heteroscedastic problem, at each
+    size (5-fold: 1200 and 2000 training rows, the second where one head
+    has 20 rows per learned parameter and more), with each row's noise
+    level (for the coverage by noise third)."""
+    for n in sizes:
+        rng = np.random.default_rng(0)
+        X, y = make_friedman1(n_samples=n, n_features=8, noise=1.0, random_state=0)
+        yield f"friedman1 (homoscedastic, n={n})", X, y, "", np.ones(n)
+        X = rng.uniform(0, 1, size=(n, 5))
+        f = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 5 * X[:, 2]
+        noise = 0.2 + 2.0 * X[:, 0]
+        y = f + noise * rng.standard_normal(n)
+        yield f"heteroscedastic (noise 0.2 to 2.2, n={n})", X, y, "", noise
 
 
 def ours(model_class=MultiHeadNWRegressor, **params):
@@ -166,8 +174,9 @@ def main():
     warnings.filterwarnings("ignore")
     interval_cost()
     rows = []
-    sets = list(load_sets(args.data, args.max_rows, np.random.default_rng(0)))
-    for name, X, y, note in sets + list(synthetic_sets()):
+    rng = np.random.default_rng(0)
+    sets = [(*s, None) for s in load_sets(args.data, args.max_rows, rng)]
+    for name, X, y, note, noise in sets + list(synthetic_sets()):
         if args.sets and name not in args.sets:
             continue
         splits = [
@@ -177,7 +186,7 @@ def main():
         ]
         print(f"\n{name}{note}: n={X.shape[0]}, p={X.shape[1]}")
         for model in args.models:
-            cover, width, fit, n_cal = {}, {}, [], []
+            cover, width, fit, n_cal, by_third = {}, {}, [], [], {}
             for seed, train, test in splits:
                 bounds, fit_time, held = MODELS[model](
                     X[train], y[train], X[test], seed
@@ -187,6 +196,13 @@ def main():
                 for method, b in bounds.items():
                     inside = (y[test] >= b[:, 0]) & (y[test] <= b[:, 1])
                     cover.setdefault(method, []).append(inside.mean())
+                    if noise is not None and np.ptp(noise) > 0:
+                        # The test rows' coverage by third of their noise level.
+                        cuts = np.quantile(noise[test], [1 / 3, 2 / 3])
+                        third = np.searchsorted(cuts, noise[test])
+                        by_third.setdefault(method, []).append(
+                            [inside[third == k].mean() for k in range(3)]
+                        )
                     width.setdefault(method, []).append(np.mean(b[:, 1] - b[:, 0]))
             for method in cover:
                 label = f"{model} {method}"
@@ -201,6 +217,13 @@ def main():
                     f"{row[3]:9.4g}  fit {row[4]:7.2f} s",
                     flush=True,
                 )
+                if method in by_third:
+                    thirds = np.mean(by_third[method], axis=0)
+                    print(
+                        f"  {'':26s} by noise third (low, middle, high): "
+                        f"{' '.join(f'{c:.3f}' for c in thirds)}",
+                        flush=True,
+                    )
             if model.startswith("ours") or model == "ResidualStage":
                 print(
                     f"  {'':26s} calibration rows held out of the projection's "

@@ -354,10 +354,15 @@ def test_verbose_reports_each_candidate_with_time_left(small, capsys):
     est = MultiHeadNWRegressor(max_iter=3, random_state=0)
     alloc = HeadAllocator(est, budget=4, verbose=1).fit(X, y)
     lines = capsys.readouterr().out.splitlines()
-    scored = [line for line in lines if "score=" in line]
+    scored = [line for line in lines if "leave-one-out R2=" in line]
     assert len(scored) == len(alloc.cv_results_["params"])
     assert all("elapsed=" in line and "left~" in line for line in scored)
     assert all(line.startswith("[HeadAllocator]") for line in lines)
+    # The first line, before any fit, names the candidates; each fit is
+    # announced as it starts.
+    n_candidates = len(alloc.cv_results_["params"])
+    assert lines[0].startswith(f"[HeadAllocator] {n_candidates} candidates")
+    assert sum("] fitting n_heads=" in line for line in lines) == n_candidates
     HeadAllocator(est, budget=4, verbose=1, cv=2).fit(X, y)
     assert "[CV " in capsys.readouterr().out  # GridSearchCV's own lines
     HeadAllocator(est, budget=4).fit(X, y)
@@ -420,3 +425,15 @@ def test_groups_with_leave_one_out_scoring_are_refused(small):
     HeadAllocator(_fast(), budget=4, strategy="theory").fit(
         X, y, groups=np.arange(X.shape[0]) % 6
     )
+
+
+def test_set_output_gives_a_frame_of_the_chosen_models_components(small):
+    pd = pytest.importorskip("pandas")
+    X, y = small
+    est = MultiHeadNWRegressor(max_iter=3, random_state=0)
+    alloc = HeadAllocator(est, budget=4).set_output(transform="pandas").fit(X, y)
+    out = alloc.transform(X[:5])
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == list(alloc.get_feature_names_out())
+    assert list(out.columns) == list(alloc.best_estimator_.get_feature_names_out())
+    assert_allclose(out.to_numpy(), alloc.best_estimator_.transform(X[:5]))

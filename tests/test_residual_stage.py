@@ -390,3 +390,56 @@ def test_same_fit_under_namespaces(ns, friedman):
     assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-9)
     expected = ref.predict_interval(X[:9], method="adaptive")[1]
     assert_allclose(adaptive, expected, rtol=1e-9)
+
+
+def test_verbose_announces_and_times_each_stage(capsys):
+    X, y = _steps_and_waves(120, 0)
+    ResidualStageRegressor(random_state=0, verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    own = [line for line in lines if line.startswith("[ResidualStageRegressor]")]
+    assert own[0].startswith("[ResidualStageRegressor] first stage: ")
+    assert own[0].endswith("on 120 rows")
+    second = "[ResidualStageRegressor] second stage: "
+    assert any(line.startswith(second) for line in own)
+    assert any("first stage: " in line and line.endswith("s") for line in own[1:])
+    # The stages' own progress, with their names.
+    assert any(line.startswith("[MultiHeadNWRegressor]") for line in lines)
+    assert any(line.startswith("[NWAttentionRegressor]") for line in lines)
+    ResidualStageRegressor(random_state=0).fit(X, y)
+    assert capsys.readouterr().out == ""
+
+
+def test_the_default_stages_hold_rows_out_from_fifty_rows():
+    """Also where early_stopping='auto' would not (one head on two features
+    has 80 rows at 20 per parameter): the intervals then calibrate on rows
+    that neither stage's projection learned."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 2))
+    y = np.sin(6 * X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(300)
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    assert model.estimator_.early_stopping is True
+    assert model.residual_estimator_.early_stopping is True
+    assert len(model.estimator_.calibration_rows_) < 300
+    assert len(model.interval_residuals_) < len(model.estimator_.calibration_rows_)
+    small = ResidualStageRegressor(random_state=0).fit(X[:40], y[:40])
+    assert small.estimator_.early_stopping == "auto"
+    assert small.residual_estimator_.early_stopping == "auto"
+
+
+def test_two_rows_fit_without_an_error_about_settings_never_given():
+    model = ResidualStageRegressor(random_state=0).fit(np.eye(2), [0.0, 1.0])
+    assert np.isfinite(model.predict(np.eye(2))).all()
+
+
+def test_an_array_query_of_a_frame_fit_warns_once_about_feature_names():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"size": rng.normal(size=120), "colour": rng.choice(["a", "b", "c"], 120)}
+    )
+    y = frame["size"].to_numpy() + (frame["colour"] == "a")
+    model = ResidualStageRegressor(random_state=0).fit(frame, y)
+    with pytest.warns(UserWarning, match="feature names") as record:
+        from_array = model.predict(frame.to_numpy()[:5])
+    assert len(record) == 1
+    assert_allclose(from_array, model.predict(frame.iloc[:5]))

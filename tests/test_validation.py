@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from helpers import shrunk_correlation
+from numpy.testing import assert_allclose
 
 from nwensemble import (
     MultiHeadNWRegressor,
@@ -141,3 +142,33 @@ def test_warm_start_needs_same_features():
     reg = NWAttentionRegressor(max_iter=0, warm_start=True).fit(X, y)
     with pytest.raises(ValueError, match="warm_start=True needs the 4 features"):
         reg.fit(X[:, :3], y)
+
+
+def test_a_table_model_gives_scikit_learns_errors_for_one_dimensional_queries():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "b": rng.choice(["u", "v"], 60)})
+    model = NWAttentionRegressor(max_iter=3, random_state=0).fit(
+        frame, frame["a"].to_numpy()
+    )
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        model.predict([0.1, "u"])
+    with pytest.raises(ValueError, match="Expected 2D array, got scalar array"):
+        model.predict("u")
+    # A list of rows is a table like the frame's rows.
+    with pytest.warns(UserWarning, match="feature names"):
+        from_list = model.predict([[0.1, "u"], [0.3, "v"]])
+    expected = model.predict(pd.DataFrame({"a": [0.1, 0.3], "b": ["u", "v"]}))
+    assert_allclose(from_list, expected)
+
+
+def test_a_number_and_the_same_number_as_text_in_one_column_are_refused():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "b": [10, "10", "x"] * 20})
+    with pytest.raises(ValueError, match="'10' both as a number and as text"):
+        NWAttentionRegressor(max_iter=2).fit(frame, rng.normal(size=60))
+    # Numbers and other text are levels of their own.
+    frame["b"] = [10, "ten", "x"] * 20
+    model = NWAttentionRegressor(max_iter=2).fit(frame, rng.normal(size=60))
+    assert len(model.categories_[0]) == 3
