@@ -72,13 +72,17 @@ class ChosenModelMixin(WrapperMixin, TransformerMixin):
 
     def _check_query(self, X, method):
         """Validated query rows for the refitted best estimator."""
+        self._check_refitted()
+        return self._validated_query(X, method)
+
+    def _check_refitted(self):
+        """An error unless fitted with ``refit`` (a chosen model to ask)."""
         check_is_fitted(self)
         if not self.refit:
             raise AttributeError(
                 "HeadAllocator was fitted with refit=False: it holds the scores "
                 "only. Refit with refit=True to predict."
             )
-        return self._validated_query(X, method)
 
     def transform(self, X):
         """Project ``X`` into the chosen model's learned space.
@@ -109,7 +113,7 @@ class ChosenModelMixin(WrapperMixin, TransformerMixin):
         feature_names_out : ndarray of str objects
             See :meth:`MultiHeadNWRegressor.get_feature_names_out`.
         """
-        check_is_fitted(self)
+        self._check_refitted()
         return self._chosen("get_feature_names_out")(input_features)
 
     def attention_weights(self, X, head=None, top_k=None):

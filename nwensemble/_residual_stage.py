@@ -176,7 +176,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         params = stage.get_params()
         if self.random_state is not None and "random_state" in params:
             stage.set_params(random_state=self.random_state)
-        if self.verbose and not params.get("verbose", 1):
+        if self.verbose and params.get("verbose") == 0:
             stage.set_params(verbose=self.verbose)
         return stage
 
@@ -229,15 +229,15 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         categorical = getattr(first, "categorical_features", None)
         X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
         n_rows = _num_samples(X)
+        stops_early = _stops_early(n_rows, sample_weight)
         if self.estimator is None:
             # One head with members on small tables, whose error a fit's
             # random draws move most; the members average the draws out.
             first.set_params(
-                n_members=default_members(n_rows),
-                early_stopping=_stops_early(n_rows, sample_weight),
+                n_members=default_members(n_rows), early_stopping=stops_early
             )
         if self.residual_estimator is None:
-            second.set_params(early_stopping=_stops_early(n_rows, sample_weight))
+            second.set_params(early_stopping=stops_early)
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         self._fit_stage("first", first, X, y, fit_params)
         loo = getattr(first, "loo_prediction_", None)

@@ -139,9 +139,11 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
 
 def as_table_rows(X):
     """Query rows for a model fitted on a table with categorical columns: a
-    DataFrame or array as it is, a list of rows as an ``object`` array; 1-d
-    or scalar input gets scikit-learn's error for it (the table's checks
-    skip ``check_array``, which would otherwise say so)."""
+    pandas DataFrame or an array as it is, a polars one as pandas, a list
+    of rows as an ``object`` array; 1-d or scalar input gets scikit-learn's
+    error for it (the table's checks skip ``check_array``, which would
+    otherwise say so)."""
+    X = as_pandas(X)
     if is_dataframe(X):
         return X
     if not hasattr(X, "shape"):
