@@ -151,6 +151,7 @@ def section_train(args):
     from nwensemble._fit.loo_loss import loo_loss_and_grad
     from nwensemble._shared import compiled
     from nwensemble._shared.backend import products_on_threads
+    from nwensemble._shared.design import numbers_design
     from nwensemble._shared.kernels import KERNELS
 
     n = args.train_n
@@ -170,7 +171,7 @@ def section_train(args):
                 with products_on_threads(threads):
                     loo_loss_and_grad(
                         W,
-                        X,
+                        numbers_design(X),
                         Y,
                         sw,
                         xp=np,

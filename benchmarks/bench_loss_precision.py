@@ -81,6 +81,7 @@ def evaluation_times(sizes, repeats):
     from threadpoolctl import threadpool_limits
 
     from nwensemble._fit.loo_loss import loo_loss_and_grad
+    from nwensemble._shared.design import numbers_design
     from nwensemble._shared.kernels import KERNELS
 
     rng = np.random.default_rng(0)
@@ -96,10 +97,13 @@ def evaluation_times(sizes, repeats):
             with threadpool_limits(1, user_api="blas"):
                 for _ in range(repeats + 1):  # the first round warms up
                     for dtype in times:
-                        args = [a.astype(dtype) for a in (W, X, Y, sw)]
+                        Wd, Xd, Yd, swd = (a.astype(dtype) for a in (W, X, Y, sw))
                         start = time.perf_counter()
                         loo_loss_and_grad(
-                            *args,
+                            Wd,
+                            numbers_design(Xd),
+                            Yd,
+                            swd,
                             xp=np,
                             kernel=KERNELS["softmax"],
                             workspace=spaces[dtype],

@@ -81,7 +81,7 @@ class PiecewiseContinuation:
     def fit(self, X, y):
         base = NWAttentionRegressor(random_state=0).fit(X, y)
         self.features_ = base.predictor_.features
-        Z = np.asarray(self.features_.transform(X, xp=np))
+        Z = np.asarray(self.features_.transform(X))
         self.edges_ = quantile_edges(Z, self.bins)
         P, counts = encode(Z, self.edges_)
         W = np.asarray(base.predictor_.W)
@@ -92,7 +92,7 @@ class PiecewiseContinuation:
         return self
 
     def predict(self, X):
-        Z = np.asarray(self.features_.transform(X, xp=np))
+        Z = np.asarray(self.features_.transform(X))
         return self.model_.predict(encode(Z, self.edges_)[0])
 
 

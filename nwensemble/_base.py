@@ -185,12 +185,13 @@ class BaseNWRegressor(
                 f"the previous fit; got {n_heads}. Set warm_start=False to start "
                 "afresh."
             )
-        xp, X, Y, sw, single_output, encoder = training_arrays(
+        xp, table, encoder, Y, sw, single_output = training_arrays(
             self, X, y, sample_weight
         )
         fitted = fit_heads(
             self._fit_config(),
-            X,
+            table,
+            encoder,
             Y,
             sw,
             previous=previous,
@@ -206,7 +207,6 @@ class BaseNWRegressor(
             heldout=fitted.heldout,
         )
         self.predictor_ = NWPredictor(
-            encoder=encoder,
             features=fitted.features,
             W=fitted.W,
             keys=fitted.keys.searchable(),
@@ -219,7 +219,7 @@ class BaseNWRegressor(
         counts = fitted.loo.fallback_counts
         self.components_ = C[0, ...] if single else C
         for name, value in table_attributes(
-            encoder, fitted.features, fitted.W, n_heads=n_heads, single_head=single
+            fitted.features, fitted.W, n_heads=n_heads, single_head=single
         ).items():
             setattr(self, name, value)
         self.n_support_fallback_ = int(counts[0]) if single else counts
@@ -296,10 +296,10 @@ class BaseNWRegressor(
         reject_dates(X)
         if getattr(self, "_device", "auto") == "auto":
             same_namespace_or_raise(X, self.components_, estimator=self, method=method)
-        if self.predictor_.encoder is not None:
+        if self.predictor_.features.takes_tables:
             X = as_table_rows(X)
             validate_data(self, X, skip_check_array=True, reset=False)
-            return self.predictor_.encode(X)
+            return X
         xp, _ = get_namespace(X)
         X = validate_data(
             self,

@@ -7,11 +7,12 @@ missing values: the levels seen, and where the heads put them."""
 from nwensemble._shared.backend import device, namespace_of
 
 
-def table_attributes(encoder, features, W, *, n_heads, single_head):
+def table_attributes(features, W, *, n_heads, single_head):
     """``is_categorical_``, ``categories_``, ``infrequent_categories_``,
     ``embeddings_`` and ``missing_embeddings_`` of a fit (see the
     estimators' docstrings) as a dict; the empty values without a table."""
-    if encoder is None:
+    encoder = features.encoder
+    if not features.takes_tables:
         return dict(
             is_categorical_=None,
             categories_=[],

@@ -13,6 +13,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from nwensemble._fit.column_types import categorical_mask, fit_encoder
 from nwensemble._shared.backend import (
     compute_namespace,
     get_namespace,
@@ -20,9 +21,8 @@ from nwensemble._shared.backend import (
     to_numpy,
 )
 from nwensemble._shared.table import (
+    NumberColumns,
     as_pandas,
-    categorical_mask,
-    fit_encoder,
     is_dataframe,
     missing_mask,
 )
@@ -32,12 +32,13 @@ def training_arrays(estimator, X, y, sample_weight):
     """Validate an NW estimator's ``fit`` input; return its namespace and
     arrays on its device.
 
-    Returns ``xp, X, Y, sw, single_output, encoder``: ``X`` a floating
-    array, or a ``Table`` when some features are categorical or missing
-    (then ``encoder`` is its fitted ``TableEncoder``, else None); ``Y`` of
-    shape (n, t) in the dtype of ``X``, ``sw`` non-negative weights that sum
-    to one, and whether ``y`` was 1-d. The estimator's ``device`` and
-    ``categorical_features`` say where and what.
+    Returns ``xp, table, encoder, Y, sw, single_output``: the rows as
+    ``encoder`` encoded them (a ``table.Table``; ``encoder`` a fitted
+    ``TableEncoder`` when some features are categorical or missing, else
+    ``NumberColumns``); ``Y`` of shape (n, t) in the dtype of the numeric
+    columns, ``sw`` non-negative weights that sum to one, and whether ``y``
+    was 1-d. The estimator's ``device`` and ``categorical_features`` say
+    where and what.
     """
     X, y, mask = validate_fit_data(
         estimator, X, y, categorical_features=estimator.categorical_features
@@ -55,15 +56,16 @@ def training_arrays(estimator, X, y, sample_weight):
     if estimator.device != "auto":
         xp, dev = compute_namespace(estimator.device, X)
         X = X if table else move_to(X, xp=xp, device=dev)
-    encoder = None
     if table:
         from_dtype = isinstance(estimator.categorical_features, str)
         names = _feature_names(estimator, X)
         encoder = fit_encoder(X, mask, to_numpy(sw), names, from_dtype=from_dtype)
-        float32 = getattr(X, "dtype", None) == xp.float32
-        X = encoder.encode(
-            X, xp=xp, device=dev, dtype=xp.float32 if float32 else xp.float64
-        )
+    else:
+        encoder = NumberColumns(X.shape[1])
+    float32 = getattr(X, "dtype", None) == xp.float32
+    X = encoder.encode(
+        X, xp=xp, device=dev, dtype=xp.float32 if float32 else xp.float64
+    )
     y = move_to(y, xp=xp, device=dev)
     sw = move_to(sw, xp=xp, device=dev)
     Y = xp.astype(y, X.dtype)
@@ -78,7 +80,7 @@ def training_arrays(estimator, X, y, sample_weight):
             "At least 2 samples with positive sample_weight are needed: a "
             f"leave-one-out fit attends to the other samples; got {n_positive}."
         )
-    return xp, X, Y, sw / xp.sum(sw), single_output, encoder
+    return xp, X, encoder, Y, sw / xp.sum(sw), single_output
 
 
 def _feature_names(estimator, X):
@@ -97,7 +99,7 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
     least two rows without missing values (a table of numbers). All False:
     ``X`` is such an array with missing values. Otherwise ``mask`` is the
     boolean mask of the categorical columns and ``X`` the table as given (a
-    DataFrame, or an array), to be encoded (``table.fit_encoder``). ``y`` is
+    DataFrame, or an array), to be encoded (``column_types.fit_encoder``). ``y`` is
     numeric, of one or several outputs, without missing values.
     """
     X = as_pandas(X)

@@ -90,6 +90,7 @@ def test_training_objective_equals_numpy(monkeypatch, dtype, rtol):
     """The leave-one-out loss and gradient with the compiled exp match the
     NumPy exp's, with several heads and the ambiguity term."""
     from nwensemble._fit.loo_loss import loo_loss_and_grad
+    from nwensemble._shared.design import numbers_design
 
     rng = np.random.default_rng(2)
     X = rng.standard_normal((300, 5)).astype(dtype)
@@ -97,9 +98,9 @@ def test_training_objective_equals_numpy(monkeypatch, dtype, rtol):
     sw = np.full(300, 1 / 300, dtype=dtype)
     W = (0.7 * rng.standard_normal((5, 6))).astype(dtype)
     kw = dict(xp=np, kernel=KERNELS["softmax"], n_heads=3, diversity=-0.5)
-    fast = loo_loss_and_grad(W, X, Y, sw, **kw)
+    fast = loo_loss_and_grad(W, numbers_design(X), Y, sw, **kw)
     monkeypatch.setattr(compiled, "ENABLED", False)
-    slow = loo_loss_and_grad(W, X, Y, sw, **kw)
+    slow = loo_loss_and_grad(W, numbers_design(X), Y, sw, **kw)
     assert_allclose(fast[0], slow[0], rtol=rtol)
     assert_allclose(fast[1], slow[1], rtol=rtol, atol=rtol * np.abs(slow[1]).max())
 

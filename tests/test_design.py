@@ -3,15 +3,9 @@ linear map as the one-hot matrix, without forming it."""
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
-from nwensemble._shared.design import (
-    Design,
-    as_dtype,
-    backproject,
-    project,
-    take_rows_of,
-)
+from nwensemble._shared.design import Design, numbers_design
 
 
 def _problem(seed=0, n=40, p=3, sizes=(4, 2, 7), k=5):
@@ -47,16 +41,17 @@ def test_levels_without_rows_get_zero_gradient():
 def test_taken_rows_and_dtype_keep_the_map():
     design, dense, W = _problem(seed=2)
     rows = np.array([5, 0, 17, 17, 33])
-    part = take_rows_of(design, rows, xp=np)
-    assert_allclose(project(part, W), dense[rows] @ W, rtol=1e-13)
+    part = design.take(rows)
+    assert_allclose(part.project(W), dense[rows] @ W, rtol=1e-13)
     G = np.random.default_rng(3).standard_normal((5, W.shape[1]))
-    assert_allclose(backproject(part, G), dense[rows].T @ G, rtol=1e-12, atol=1e-13)
-    f32 = as_dtype(design, np.float32, xp=np)
+    assert_allclose(part.backproject(G), dense[rows].T @ G, rtol=1e-12, atol=1e-13)
+    f32 = design.astype(np.float32)
     assert f32.dtype == np.float32
     assert f32.project(W.astype(np.float32)).dtype == np.float32
-    # Plain arrays take the same helpers.
-    assert_allclose(project(dense[rows], W), dense[rows] @ W)
-    assert_allclose(backproject(dense[rows], G), dense[rows].T @ G)
+    # An array of numbers is a design without code columns: the same products.
+    numbers = numbers_design(dense[rows])
+    assert_array_equal(numbers.project(W), dense[rows] @ W)
+    assert_array_equal(numbers.backproject(G), dense[rows].T @ G)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

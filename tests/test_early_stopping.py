@@ -13,6 +13,7 @@ from nwensemble._fit.early_stopping import (
     holds_out,
     split_validation,
 )
+from nwensemble._shared.design import numbers_design
 from nwensemble._shared.kernels import KERNELS
 
 
@@ -36,13 +37,15 @@ def test_split_validation_renormalises_and_refuses_too_few_rows():
     sw = np.full(20, 1 / 20)
     config = SimpleNamespace(early_stopping=True, validation_fraction=0.25)
     (Xt, _, swt), (Xv, _, swv), rows = split_validation(
-        config, X, Y, sw, 4, rng=np.random.RandomState(0), xp=np
+        config, numbers_design(X), Y, sw, 4, rng=np.random.RandomState(0), xp=np
     )
     assert Xt.shape[0] == 15 and Xv.shape[0] == 5 and rows.shape == (5,)
     assert_allclose([swt.sum(), swv.sum()], [1.0, 1.0])
     config = SimpleNamespace(early_stopping=True, validation_fraction=0.99)
     with pytest.raises(ValueError, match="need at least 2 and 1"):
-        split_validation(config, X, Y, sw, 4, rng=np.random.RandomState(0), xp=np)
+        split_validation(
+            config, numbers_design(X), Y, sw, 4, rng=np.random.RandomState(0), xp=np
+        )
 
 
 def test_early_stopping_keeps_best_and_stops():
@@ -63,10 +66,10 @@ def test_heldout_loss_uses_only_keys():
     q, k = slice(0, 10), slice(10, None)
     got = heldout_loss(
         W,
-        X[q],
+        numbers_design(X[q]),
         Y[q],
         sw[q] / sw[q].sum(),
-        X[k],
+        numbers_design(X[k]),
         Y[k],
         sw[k],
         kernel=KERNELS["softmax"],

@@ -9,9 +9,15 @@ from helpers import friedman_split, make_keys, rmse
 from numpy.testing import assert_allclose
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._fit.loo_loss import loo_loss_and_grad
+from nwensemble._fit import loo_loss
+from nwensemble._shared.design import numbers_design
 from nwensemble._shared.kernels import KERNELS, CompactKernel, Kernel, resolve_kernel
 from nwensemble.diagnostics import support_fallback
+
+
+def loo_loss_and_grad(W, X, Y, sw, **options):
+    return loo_loss.loo_loss_and_grad(W, numbers_design(X), Y, sw, **options)
+
 
 COMPACT = ["epanechnikov", "biweight", "triweight"]
 

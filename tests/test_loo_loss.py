@@ -11,11 +11,14 @@ from scipy.optimize import approx_fprime
 
 from nwensemble._fit import loo_loss
 from nwensemble._fit.lbfgs import objective
+from nwensemble._shared.design import numbers_design
 from nwensemble._shared.kernels import KERNELS
 
 
 def loo_loss_and_grad(W, X, Y, sw, *, kernel="softmax", **options):
-    return loo_loss.loo_loss_and_grad(W, X, Y, sw, kernel=KERNELS[kernel], **options)
+    return loo_loss.loo_loss_and_grad(
+        W, numbers_design(X), Y, sw, kernel=KERNELS[kernel], **options
+    )
 
 
 def loo_loss_and_grad_z(Z, Y, sw, *, kernel="softmax", **options):
@@ -273,9 +276,11 @@ def test_joint_objective_gradient_with_diversity(t):
     config = SimpleNamespace(kernel=KERNELS["softmax"], n_heads=3, diversity=0.3)
 
     def f(theta):
-        return objective(theta.reshape(W.shape), X, Y, sw, config=config, xp=np)[0]
+        return objective(
+            theta.reshape(W.shape), numbers_design(X), Y, sw, config=config, xp=np
+        )[0]
 
-    _, grad = objective(W, X, Y, sw, config=config, xp=np)
+    _, grad = objective(W, numbers_design(X), Y, sw, config=config, xp=np)
     step = 1e-6
     numeric = np.array(
         [

@@ -9,6 +9,7 @@ import nwensemble._fit.adam as adam
 import nwensemble._fit.lbfgs as lbfgs
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.precision import FLOAT32_LOSS_ROWS, loss_rows
+from nwensemble._shared.design import numbers_design
 
 
 @pytest.mark.parametrize(
@@ -24,7 +25,8 @@ def test_many_float64_rows_take_float32_losses(ns, n, dtype, expected):
     X = ns.asarray(np.ones((n, 2)), dtype=dtype)
     Y = ns.asarray(np.ones((n, 1)), dtype=dtype)
     sw = ns.asarray(np.full(n, 1.0 / n), dtype=dtype)
-    for a in loss_rows(X, Y, sw, xp=xp):
+    rows, Y, sw = loss_rows(numbers_design(X), Y, sw, xp=xp)
+    for a in (rows.numeric, Y, sw):
         assert a.dtype == xp.asarray(np.zeros(1, dtype=expected)).dtype
         ns.check_output(a)
 
@@ -33,6 +35,7 @@ def test_the_row_count_decides_when_given(ns):
     """Adam decides by its training rows, then casts its held-out rows alike."""
     xp = ns.xp
     X, Y, sw = (ns.asarray(np.ones(s)) for s in ((10, 2), (10, 1), (10,)))
+    X = numbers_design(X)
     assert loss_rows(X, Y, sw, xp=xp, n_rows=FLOAT32_LOSS_ROWS)[0].dtype == xp.float32
 
 

@@ -14,6 +14,7 @@ from nwensemble._fit.engine import scaled_targets
 from nwensemble._fit.lbfgs import fit_lbfgs
 from nwensemble._fit.start import initial_projection
 from nwensemble._predict.predictor import NWPredictor
+from nwensemble._shared.design import numbers_design
 from nwensemble._shared.kernels import resolve_kernel
 
 
@@ -84,7 +85,7 @@ def test_the_fitting_engine_runs_without_an_estimator(solve):
     )
     rng = np.random.default_rng(0)
     W0 = initial_projection(config, None, Xs, Ys, sw, np.ones(5), rng=rng, xp=np).W
-    result = solve(config, W0, Xs, Ys, sw, rng=rng, xp=np)
+    result = solve(config, W0, numbers_design(Xs), Ys, sw, rng=rng, xp=np)
     assert isinstance(result, SolverResult)
     assert result.W.shape == W0.shape == (5, 4)
     assert 0 < result.n_iter <= 5 and len(result.loss_curve) == result.n_iter

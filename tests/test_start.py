@@ -11,6 +11,7 @@ from sklearn.model_selection import KFold
 import nwensemble._fit.start as start
 from nwensemble import NWAttentionRegressor
 from nwensemble._fit.engine import scaled_targets
+from nwensemble._shared.design import numbers_design
 from nwensemble._shared.kernels import KERNELS
 
 
@@ -69,15 +70,19 @@ def _scaled_problem(target, seed, n=120, p=8):
     Xs = (X - X.mean(0)) / X.std(0)
     sw = np.full(n, 1.0 / n)
     Ys = scaled_targets((y + noise)[:, None], sw, xp=np)
-    return Xs, Ys, sw
+    return numbers_design(Xs), Ys, sw
 
 
 def _generalise(Xs, Ys, sw, seed, ns=None):
     xp = np if ns is None else ns.xp
-    arrays = (Xs, Ys, sw) if ns is None else tuple(map(ns.asarray, (Xs, Ys, sw)))
+    if ns is not None:
+        Xs = numbers_design(ns.asarray(Xs.numeric))
+        Ys, sw = ns.asarray(Ys), ns.asarray(sw)
     return start._own_scales_generalise(
         np.eye(Xs.shape[1]),
-        *arrays,
+        Xs,
+        Ys,
+        sw,
         kernel=KERNELS["softmax"],
         rng=np.random.RandomState(seed),
         xp=xp,

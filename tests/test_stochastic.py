@@ -201,7 +201,7 @@ def test_adam_scores_epochs_on_a_subset_of_the_scale_rows(monkeypatch):
     original = adam.heldout_loss
 
     def spy(W, Xq, *args, **kwargs):
-        queries.append(np.asarray(Xq))
+        queries.append(np.asarray(Xq.numeric))
         return original(W, Xq, *args, **kwargs)
 
     monkeypatch.setattr(adam, "heldout_loss", spy)
@@ -257,6 +257,7 @@ def test_adam_step_is_relative_to_the_start(Estimator, params):
     import array_api_compat.numpy as xnp
 
     from nwensemble._fit.adam import fit_adam
+    from nwensemble._shared.design import numbers_design
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 5))
@@ -270,7 +271,7 @@ def test_adam_step_is_relative_to_the_start(Estimator, params):
     fit_adam(
         config,
         W0,
-        xnp.asarray(X),
+        numbers_design(xnp.asarray(X)),
         xnp.asarray(y[:, None]),
         xnp.full(300, 1.0 / 300),
         rng=np.random.default_rng(0),

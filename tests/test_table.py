@@ -15,8 +15,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._fit import column_types
+from nwensemble._fit.column_types import MIN_LEVEL_ROWS
 from nwensemble._shared import table as table_module
-from nwensemble._shared.table import MIN_LEVEL_ROWS
 
 pd = pytest.importorskip("pandas")
 
@@ -275,12 +276,13 @@ def test_levels_by_pandas_hash_tables_are_those_of_the_loop(monkeypatch):
     missing = table_module.missing_mask(values)
     weighted = np.arange(values.shape[0]) % 3 > 0
     queries = np.array([3.0, "a", 7, None, 0, 1.0, b"a", "3"], dtype=object)
-    levels, counts = table_module._first_appearance(values, missing, weighted)
+    levels, counts = column_types._first_appearance(values, missing, weighted)
     ids = table_module._level_ids(queries, levels)
-    monkeypatch.setattr(table_module, "_pandas", lambda: None)
-    loop_levels, loop_counts = table_module._first_appearance(values, missing, weighted)
-    assert [table_module._key(v) for v in levels] == [
-        table_module._key(v) for v in loop_levels
+    monkeypatch.setattr(table_module, "optional_pandas", lambda: None)
+    monkeypatch.setattr(column_types, "optional_pandas", lambda: None)
+    loop_levels, loop_counts = column_types._first_appearance(values, missing, weighted)
+    assert [table_module.level_key(v) for v in levels] == [
+        table_module.level_key(v) for v in loop_levels
     ]
     assert_array_equal(counts, loop_counts)
     assert_array_equal(ids, table_module._level_ids(queries, loop_levels))

@@ -30,7 +30,6 @@ from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_va
 from nwensemble._fit.loo_loss import loo_loss_and_grad
 from nwensemble._fit.precision import loss_rows
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.design import take_rows_of
 from nwensemble._shared.rows import take_rows
 
 # batch_size="auto": rows per minibatch.
@@ -110,7 +109,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
             swb = xp.take(swt, idx, axis=0)
             loss, grad = loo_loss_and_grad(
                 xp.astype(W, Xt.dtype),
-                take_rows_of(Xt, idx, xp=xp),
+                Xt.take(idx),
                 xp.take(Yt, idx, axis=0),
                 swb / xp.sum(swb),
                 xp=xp,

@@ -9,7 +9,6 @@ import math
 import numpy as np
 
 from nwensemble._shared.backend import namespace_of, to_numpy
-from nwensemble._shared.design import project
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.rows import take_rows
 
@@ -80,8 +79,8 @@ def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, kernel, n_heads):
     """
     xp, _ = namespace_of(Yk)
     W = xp.astype(W, Yk.dtype, copy=False)
-    keys = Keys.of(project(Xk, W), Yk, swk, kernel=kernel, n_heads=n_heads)
-    R = keys.passes().estimates(project(Xq, W)) - Yq
+    keys = Keys.of(Xk.project(W), Yk, swk, kernel=kernel, n_heads=n_heads)
+    R = keys.passes().estimates(Xq.project(W)) - Yq
     return float(xp.sum(swq * xp.sum(R * R, axis=1)))
 
 

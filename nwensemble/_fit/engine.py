@@ -21,12 +21,10 @@ from nwensemble._fit.local_fit import choose_readout, local_ridges
 from nwensemble._fit.solvers import choose_solver
 from nwensemble._fit.start import initial_projection
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.design import Design, project
 from nwensemble._shared.duplicates import DuplicateIndex
 from nwensemble._shared.features import fit_feature_map
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.scaling import power_of_two_scale
-from nwensemble._shared.table import copy_key
 
 # Leave-one-out statistics after fit use at most this many query rows.
 LOO_STATS_ROWS = 2048
@@ -97,17 +95,18 @@ def scaled_targets(Y, sw, *, xp):
     return Yc / math.sqrt(total) if total > 0 else Yc
 
 
-def fit_heads(config, X, Y, sw, *, previous, rng, xp):
+def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp):
     """Map the features, learn the heads' projections and their
     leave-one-out residuals.
 
-    ``X`` (n, p) is a validated array or ``Table`` and ``Y`` (n, t) an
-    array, of one namespace and device, ``sw`` (n,) non-negative weights
-    summing to one; ``previous`` the last fit's ``W`` (warm start) or None.
-    Returns ``FittedHeads``.
+    ``table`` holds the training rows as ``encoder`` (a ``TableEncoder`` or
+    ``NumberColumns``) encoded them, ``Y`` (n, t) is an array of their
+    namespace and device, ``sw`` (n,) non-negative weights summing to one;
+    ``previous`` the last fit's ``W`` (warm start) or None. Returns
+    ``FittedHeads``.
     """
     features, Xs = fit_feature_map(
-        X, sw, standardize=config.standardize, rng=rng, xp=xp
+        table, encoder, sw, standardize=config.standardize, rng=rng, xp=xp
     )
     Ys = scaled_targets(Y, sw, xp=xp)
     # With the copies' blend on, the heads learn from the rows with their
@@ -116,7 +115,7 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     # blend serves the copies).
     duplicates = None
     if config.duplicate_weight != 0:
-        duplicates = DuplicateIndex(copy_key(X), Y, sw, xp=xp)
+        duplicates = DuplicateIndex(Xs.copy_key(), Y, sw, xp=xp)
     Xt, Yt, swt, merged_group = Xs, Ys, sw, None
     if duplicates is not None:
         Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
@@ -126,7 +125,6 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
             config,
             _member_slice(previous, m, config),
             features,
-            X,
             Xt,
             Yt,
             swt,
@@ -139,8 +137,8 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     n_heads = config.n_heads * config.n_members
     d = fitted.W.shape[1] // n_heads
 
-    W = xp.asarray(fitted.W, dtype=X.dtype, device=device(Y))
-    keys = Keys.of(project(Xs, W), Y, sw, kernel=config.kernel, n_heads=n_heads)
+    W = xp.asarray(fitted.W, dtype=Xs.dtype, device=device(Y))
+    keys = Keys.of(Xs.project(W), Y, sw, kernel=config.kernel, n_heads=n_heads)
     heldout = tuple(
         _original_rows(member.heldout, merged_group, duplicates) for member in members
     )
@@ -174,11 +172,11 @@ def fit_heads(config, X, Y, sw, *, previous, rng, xp):
     )
 
 
-def _fit_member(config, previous, features, X, Xt, Yt, swt, *, rng, xp):
+def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
     """One member's heads: their start, then the solver (``SolverResult``)."""
     n_heads = config.n_heads
     start = time.perf_counter()
-    if isinstance(Xt, Design):
+    if features.codes is not None:
         begin = start_with_codes(
             config, previous, Xt, features.codes, Yt, swt, rng=rng, xp=xp
         )
@@ -186,9 +184,16 @@ def _fit_member(config, previous, features, X, Xt, Yt, swt, *, rng, xp):
         # Init arrays are in input units when the map is linear, else in
         # the units of the warped, standardised features.
         scale = features.scale if features.is_linear else None
-        scale_np = np.ones(X.shape[1]) if scale is None else to_numpy(scale)
+        scale_np = np.ones(Xt.shape[1]) if scale is None else to_numpy(scale)
         begin = initial_projection(
-            config, previous, Xt, Yt, swt, scale_np.astype(np.float64), rng=rng, xp=xp
+            config,
+            previous,
+            Xt.numeric,
+            Yt,
+            swt,
+            scale_np.astype(np.float64),
+            rng=rng,
+            xp=xp,
         )
     config.progress("start (bandwidths on a subsample)", start)
     W0 = begin.W

@@ -10,7 +10,6 @@ from typing import NamedTuple
 from nwensemble._fit.loo_sweep import loo_sweep
 from nwensemble._shared.attention import log_weights
 from nwensemble._shared.backend import device, fixed_order_matmul, map_on_host_threads
-from nwensemble._shared.design import backproject, project
 
 # Scores (rows x rows x heads) from which the heads' passes run on threads:
 # below, the threads cost more than they save (the break-even measured in
@@ -87,9 +86,9 @@ def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
     nearest neighbour are piecewise constant in ``W``: no gradient.
     """
     loss, grad_Z = loo_loss_and_grad_z(
-        project(X, W), Y, sw, xp=xp, kernel=kernel, **options
+        X.project(W), Y, sw, xp=xp, kernel=kernel, **options
     )
-    return loss, None if grad_Z is None else backproject(X, grad_Z)
+    return loss, None if grad_Z is None else X.backproject(grad_Z)
 
 
 def loo_loss_and_grad_z(

@@ -11,8 +11,6 @@ parameters, the optimiser's state and the fitted model stay float64
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from nwensemble._shared.design import as_dtype
-
 # From this many float64 rows on, losses are evaluated in float32: from
 # the size of one-head L-BFGS's coarse stage and Adam's minibatch, so that
 # every stage and fit that size or larger takes the faster evaluation
@@ -29,7 +27,7 @@ def loss_rows(X, Y, sw, *, xp, n_rows=None):
     if X.dtype != xp.float64 or n_rows < FLOAT32_LOSS_ROWS:
         return X, Y, sw
     return (
-        as_dtype(X, xp.float32, xp=xp),
+        X.astype(xp.float32),
         xp.astype(Y, xp.float32),
         xp.astype(sw, xp.float32),
     )

@@ -14,7 +14,7 @@ from nwensemble._fit.allocation import theory_head_dim
 from nwensemble._fit.early_stopping import heldout_loss
 from nwensemble._fit.loo_loss import loo_loss_and_grad, loo_loss_and_grad_z
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.design import as_dtype
+from nwensemble._shared.design import numbers_design
 from nwensemble._shared.rows import subsample, take_rows
 
 # Rows used to pick the starting bandwidth.
@@ -197,19 +197,21 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     replace the common one where they lower the loss, on the subsample and
     on rows they were not fitted to (``_own_scales_generalise``).
     """
-    Xs, Ys, sw = subsample(Xs, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
+    Xs, Ys, sw = subsample(
+        numbers_design(Xs), Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp
+    )
     # In float64 whatever the fit's dtype: a float32 search's rounding
     # differs between BLAS kernels, and its ten L-BFGS-B steps amplify that
     # into another start (on a few hundred rows the extra width costs little).
-    Xs = as_dtype(Xs, xp.float64, xp=xp)
+    Xs = Xs.astype(xp.float64)
     Ys, sw = xp.astype(Ys, xp.float64), xp.astype(sw, xp.float64)
     d = W.shape[1] // n_heads
     W = W.copy()
     own_scales = per_direction
     for h in range(n_heads):
         cols = slice(h * d, (h + 1) * d)
-        Wx = xp.asarray(W[:, cols], dtype=Xs.dtype, device=device(Xs))
-        Z = Xs @ Wx
+        Wx = xp.asarray(W[:, cols], dtype=Xs.dtype, device=device(Ys))
+        Z = Xs.project(Wx)
         Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
         spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
         # Rows that differ only by rounding (constant features) have no
@@ -217,7 +219,7 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
         second_moment = float(xp.sum(sw[:, None] * Z * Z)) / d
         varies = spread > _CONSTANT_SPREAD * second_moment
         unit = W[:, cols] * (1.0 / math.sqrt(spread) if varies else 1.0)
-        unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Xs))
+        unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Ys))
         scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
         W[:, cols] = unit * scale
         if per_direction and d > 1:
@@ -250,7 +252,7 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
     if n < 2 * _CROSS_FIT_FOLDS:
         return False
     folds = np.array_split(rng.permutation(n), _CROSS_FIT_FOLDS)
-    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
+    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Ys))
     losses = np.zeros(2)
     for k, fold in enumerate(folds):
         rest = np.sort(np.concatenate(folds[:k] + folds[k + 1 :]))
@@ -261,7 +263,7 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
             W, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
         )
         for i, scales in enumerate((np.full(W.shape[1], scale), own)):
-            Ws = xp.asarray(W * scales[None, :], dtype=Xs.dtype, device=device(Xs))
+            Ws = xp.asarray(W * scales[None, :], dtype=Xs.dtype, device=device(Ys))
             losses[i] += heldout_loss(Ws, *test, *train, kernel=kernel, n_heads=1)
     return bool(losses[1] < losses[0])
 
@@ -281,13 +283,13 @@ def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp, narrowest):
     sum_i Z_ij (dloss / dZ)_ij``: its cost does not grow with the number of
     features beyond the one product ``Xs @ W``.
     """
-    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Xs))
-    Z0 = Xs @ Wx
+    Wx = xp.asarray(W, dtype=Xs.dtype, device=device(Ys))
+    Z0 = Xs.project(Wx)
     workspace = {}
     d = W.shape[1]
 
     def fun(log_scale):
-        c = xp.asarray(np.exp(log_scale), dtype=Xs.dtype, device=device(Xs))
+        c = xp.asarray(np.exp(log_scale), dtype=Xs.dtype, device=device(Ys))
         Z = Z0 * c[None, :]
         loss, grad_Z = loo_loss_and_grad_z(
             Z, Ys, sw, xp=xp, workspace=workspace, kernel=kernel

@@ -13,13 +13,10 @@ from scipy import sparse
 from nwensemble._predict.bvc import bvc_parts
 from nwensemble._predict.intervals import local_scale, predict_interval
 from nwensemble._shared.backend import fill_masked, move_to, namespace_of, to_numpy
-from nwensemble._shared.conditional_fill import fill_missing
-from nwensemble._shared.design import project
 from nwensemble._shared.duplicates import blend
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.passes import over_heads
 from nwensemble._shared.radius_search import sparse_attention, sparse_head_weights
-from nwensemble._shared.table import Table, copy_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,18 +25,17 @@ class NWPredictor:
 
     ``fit`` builds one in a single statement at its end, and nothing changes
     it afterwards; the estimators hold it as ``predictor_``. Its methods take
-    query rows ``X`` that the estimator has validated and placed in the
-    model's namespace and on its device (``to_model`` places other arrays
-    there), and return arrays there, shaped for one output when the model
-    was fitted on a 1-d target.
+    query rows ``X`` that the estimator has validated (a floating array in
+    the model's namespace and on its device, or a table as given when
+    ``features.takes_tables``; ``to_model`` places other arrays there) and
+    return arrays there, shaped for one output when the model was fitted
+    on a 1-d target.
 
     Attributes
     ----------
-    encoder : TableEncoder or None
-        How a table's columns were encoded (categorical levels, numeric
-        columns), or None when the input was an array of numbers.
     features : FeatureMap
-        The fitted feature map (standardisation, power warp).
+        The fitted feature map: the encoding of a table's columns, the
+        standardisation and power warp, the missing values' fill.
     W : array of shape (n_features, n_heads * head_dim)
         The heads' projections side by side, in the feature map's units.
     keys : Keys
@@ -52,7 +48,6 @@ class NWPredictor:
         Whether the target was 1-d.
     """
 
-    encoder: Any
     features: Any
     W: Any
     keys: Keys
@@ -79,30 +74,22 @@ class NWPredictor:
         target."""
         return Y[:, 0, ...] if self.single_output else Y
 
-    def encode(self, X):
-        """A table ``X`` (validated for its columns) as a ``Table`` in the
-        model's namespace, on its device and in its dtype."""
-        xp, dev = namespace_of(self.keys.Z)
-        return self.encoder.encode(X, xp=xp, device=dev, dtype=self.keys.Z.dtype)
-
     def project(self, X):
-        """The rows ``X`` (an array, or a ``Table`` from ``encode``) mapped
-        and projected: (m, n_heads * head_dim). A missing value of a
-        feature that had none in training sits at its conditional mean
-        given the row's other features (see ``conditional_fill``)."""
-        xp = self.keys.xp
-        mapped = self.features.transform(X, xp=xp)
-        if not isinstance(X, Table):
-            valid = ~xp.isnan(mapped)
-            mapped = fill_missing(mapped, valid, self.features.correlation, xp=xp)
-        return project(mapped, self.W)
+        """The rows ``X`` through the feature map and projected: (m,
+        n_heads * head_dim)."""
+        return self.features.rows(X).project(self.W)
+
+    def _queries(self, X):
+        """``X`` projected, and its copies among the training rows (see
+        ``_copies``)."""
+        rows = self.features.rows(X)
+        return rows.project(self.W), self._copies(rows)
 
     # ------------------------------------------------------------- prediction
     def predict(self, X, return_std=False):
         """The ensemble's estimates (and, with ``return_std``, their standard
         errors), with the copies' blend for queries that repeat training rows."""
-        Q = self.project(X)
-        copies = self._copies(X)
+        Q, copies = self._queries(X)
         passes = self.keys.passes()
         alpha = self.combination.head_weights
         if not return_std:
@@ -118,11 +105,12 @@ class NWPredictor:
     def predict_interval(self, X, *, alpha, method):
         """The predictions and their ``1 - alpha`` conformal intervals, of
         shape (m, 2) or, for several outputs, (m, t, 2); see ``intervals``."""
+        Q, copies = self._queries(X)
         mu, offsets = predict_interval(
-            self.keys, self.combination, self.project(X), alpha=alpha, method=method
+            self.keys, self.combination, Q, alpha=alpha, method=method
         )
         # The copies' blend moves the prediction and both bounds with it.
-        Y_hat = self._blend_copies(mu, self._copies(X))
+        Y_hat = self._blend_copies(mu, copies)
         return self.output(Y_hat), self.output(Y_hat[..., None] + offsets)
 
     def local_error_scale(self, X):
@@ -154,12 +142,13 @@ class NWPredictor:
             rows, weights, n_resamples=n_resamples, rng=rng, n_jobs=n_jobs, F=F
         )
 
-    def _copies(self, X):
-        """``(group, found)`` of the queries' copies among the training rows,
-        or None when the model does not blend them in."""
+    def _copies(self, rows):
+        """``(group, found)`` of the copies of the query ``rows`` (a
+        ``Design``) among the training rows, or None when the model does not
+        blend them in."""
         if self.combination.duplicates is None:
             return None
-        return self.combination.duplicates.lookup(copy_key(X), xp=self.keys.xp)
+        return self.combination.duplicates.lookup(rows.copy_key(), xp=self.keys.xp)
 
     def _blend_copies(self, Y_hat, copies):
         """The heads' estimate with ``duplicate_weight`` of the copies' mean
@@ -214,9 +203,9 @@ class NWPredictor:
                 f"top_k must be None or an int in [1, {n_fit}] (the training rows); "
                 f"got {top_k!r}."
             )
-        Q = self.project(X)
+        Q, copies = self._queries(X)
         # The copies' blend belongs to the ensemble's weights, not a head's.
-        copies = self._copies(X) if head is None else None
+        copies = copies if head is None else None
         if self.keys.support_index is not None and top_k is None:
             return self._sparse_attention(Q, head, copies)
         blocks = [

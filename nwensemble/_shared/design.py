@@ -11,9 +11,8 @@ held sparse (one entry per row and code column), elsewhere by one sort of
 the codes. Memory grows with the rows and the levels, not with their
 product.
 
-``project``, ``backproject``, ``take_rows_of`` and ``as_dtype`` accept a plain
-array too (a table of numbers only), so that the fitting engine has one
-path for both.
+A table of numbers only is a ``Design`` without code columns, so that the
+fitting engine and the predictor have one path for every input.
 """
 
 # Authors: The nwensemble developers
@@ -41,11 +40,15 @@ class Design:
         column ``j`` are offset past the rows of the columns before it).
     n_codes : int
         Rows of the embedding block, over all code columns.
+    source : Table or None
+        The encoded rows this was made from (their ``copy_key`` finds a
+        row's exact copies); None for a subset of rows.
     """
 
     numeric: Any
     codes: Any
     n_codes: int
+    source: Any = field(default=None, repr=False)
     # What turns a gradient's rows into sums by code, made once per set of
     # rows, on the first backprojection (see ``_code_sums``).
     _summing: Any = field(default=None, repr=False)
@@ -72,6 +75,8 @@ class Design:
     def backproject(self, G):
         """``[N, onehot]^T @ G`` for ``G`` (n, k): the parameters' gradient
         from the projected rows' gradient ``G``."""
+        if self.n_codes == 0:
+            return self.numeric.T @ G
         xp = namespace_of(self.numeric)[0]
         sums = self._code_sums(G, xp=xp)
         return xp.concat([self.numeric.T @ G, xp.astype(sums, G.dtype)], axis=0)
@@ -112,6 +117,11 @@ class Design:
         cum = xp.concat([zero, xp.cumulative_sum(rows, axis=0)], axis=0)
         return xp.take(cum, bounds[1:], axis=0) - xp.take(cum, bounds[:-1], axis=0)
 
+    def copy_key(self):
+        """What the rows are compared by to find a row's exact copies (see
+        ``Table.copy_key``)."""
+        return self.source.copy_key()
+
     def take(self, rows):
         """The rows ``rows`` (an integer array of the namespace)."""
         xp = namespace_of(self.numeric)[0]
@@ -126,21 +136,7 @@ class Design:
         return Design(xp.astype(self.numeric, dtype), self.codes, self.n_codes)
 
 
-def project(X, W):
-    """``X @ W`` for an array or a ``Design``."""
-    return X.project(W) if isinstance(X, Design) else X @ W
-
-
-def backproject(X, G):
-    """``X.T @ G`` for an array or a ``Design``."""
-    return X.backproject(G) if isinstance(X, Design) else X.T @ G
-
-
-def take_rows_of(X, rows, *, xp):
-    """Rows ``rows`` of an array or a ``Design``."""
-    return X.take(rows) if isinstance(X, Design) else xp.take(X, rows, axis=0)
-
-
-def as_dtype(X, dtype, *, xp):
-    """An array or a ``Design`` in ``dtype``."""
-    return X.astype(dtype) if isinstance(X, Design) else xp.astype(X, dtype)
+def numbers_design(X):
+    """A floating array ``X`` (n, p) as a ``Design`` without code columns."""
+    xp, dev = namespace_of(X)
+    return Design(X, xp.zeros((X.shape[0], 0), dtype=xp.int64, device=dev), 0)

@@ -20,7 +20,6 @@ import numpy as np
 from scipy import sparse
 
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.design import take_rows_of
 from nwensemble._shared.scaling import power_of_two_scale
 
 
@@ -119,7 +118,7 @@ class DuplicateIndex:
         first = xp.take(xp.take(order, starts, axis=0), keep, axis=0)
         Y_merged = xp.take(sums, keep, axis=0) / weights[:, None]
         return (
-            take_rows_of(X, first, xp=xp),
+            X.take(first),
             xp.astype(Y_merged, Y.dtype),
             xp.astype(weights / xp.sum(weights), sw.dtype),
             xp.take(self.train_group, first, axis=0),

@@ -1,13 +1,12 @@
-"""The feature map the heads work in: centring, scaling and an optional
-power transform per feature (``standardize='power'``: Box-Cox or
-Yeo-Johnson); for a table with categorical features or missing values, the
-numeric block and the embedding codes the projections act on (see
-``design``)."""
+"""The feature map: the one way in from input rows to the rows the heads
+act on. It encodes the input (``table``), maps the numeric columns
+(centring, scaling and an optional power transform per feature,
+``standardize='power'``), fills missing values, and places the embedding
+codes of categorical features and missing-value indicators (``design``)."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -16,14 +15,7 @@ import numpy as np
 from nwensemble._shared.backend import device, namespace_of, to_numpy
 from nwensemble._shared.conditional_fill import fill_missing, fit_correlation
 from nwensemble._shared.design import Design
-from nwensemble._shared.table import Table
-
-# Candidate exponents; lambda = 1 is a linear map.
-_LAMBDAS = np.round(np.arange(-2.0, 4.0001, 0.1), 10)
-# Features less skewed than this (in size) keep lambda = 1.
-_SKEW_TO_WARP = 0.5
-# Rows used to choose the exponents.
-_POWER_FIT_ROWS = 5000
+from nwensemble._shared.power_map import fit_power, power_transform
 
 
 def fit_scaling(X, w, *, standardize, xp):
@@ -51,124 +43,6 @@ def fit_scaling(X, w, *, standardize, xp):
     std = xp.sqrt(xp.sum(w * Xn * Xn, axis=0))
     std = xp.where(varies & (std > 0), std, xp.ones_like(std))
     return center, std * max_abs
-
-
-def fit_power(X, sw, *, rng):
-    """Per-feature power transform: kind, normaliser and exponent.
-
-    Features that are positive on every training row get Box-Cox on ``x / g``
-    (``g`` their geometric mean); the others Yeo-Johnson on ``x / r`` (``r``
-    their root mean square). Both choices make the warped, standardised
-    feature independent of the feature's unit. The exponent maximises the
-    weighted profile log-likelihood ``-log(var(psi_lambda)) / 2 + (lambda - 1)
-    * mean(J)`` (``J = log v`` for Box-Cox, ``sign(v) log(1 + |v|)`` for
-    Yeo-Johnson) over a grid from -2 to 4, on at most ``_POWER_FIT_ROWS``
-    rows. Features with fewer than three distinct values, or with weighted
-    skewness below 0.5 in size, keep ``lambda = 1`` (a linear map).
-
-    Returns float64 NumPy arrays ``(boxcox, norm, lower, lambdas)``; ``lower``
-    is where Box-Cox inputs are clipped (a tenth of the smallest training
-    value of ``v``).
-    """
-    X = to_numpy(X).astype(np.float64)
-    w = to_numpy(sw).astype(np.float64)
-    # Rows of weight zero take no part (as if removed).
-    X, w = X[w > 0], w[w > 0]
-    if X.shape[0] > _POWER_FIT_ROWS:
-        rows = rng.choice(X.shape[0], _POWER_FIT_ROWS, replace=False, p=w / w.sum())
-        X, w = X[rows], np.full(_POWER_FIT_ROWS, 1.0 / _POWER_FIT_ROWS)
-    w = w / w.sum()
-    boxcox = np.all(X > 0, axis=0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        log_abs = np.log(np.where(X > 0, X, 1.0))
-        geo = np.exp(w @ log_abs)
-        # over each column's largest magnitude first: X * X may overflow
-        top = np.max(np.abs(X), axis=0)
-        top = np.where(np.isfinite(top) & (top > 0), top, 1.0)
-        rms = top * np.sqrt(w @ ((X / top) ** 2))
-    rms = np.where(np.isfinite(rms) & (rms > 0), rms, 1.0)
-    norm = np.where(boxcox, geo, rms)
-    # Subnormal normalisers get one, as the linear map's spreads do: queries
-    # divided by them would overflow.
-    usable = np.isfinite(norm) & (norm >= np.finfo(X.dtype).smallest_normal)
-    norm = np.where(usable, norm, 1.0)
-    V = X / norm
-    a = np.where(boxcox, np.log(np.where(V > 0, V, 1.0)), np.log1p(np.abs(V)))
-    # As in power_transform: clip where a power of the value would overflow.
-    limit = 0.5 * math.log(float(np.finfo(np.float64).max)) / 4.0
-    a = np.clip(a, -limit, limit)
-    J = np.where(boxcox, a, np.sign(V) * a)
-    few_values = np.array([np.unique(col).shape[0] < 3 for col in X.T])
-    # Symmetric features are left linear (warping Friedman #1's uniform
-    # features raised its test error): only features whose weighted skewness
-    # exceeds _SKEW_TO_WARP in size are warped, and only theirs search the
-    # grid.
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        centred = V - w @ V
-        std = np.sqrt(w @ centred**2)
-        skew = w @ (centred / std) ** 3
-    symmetric = ~(np.abs(np.nan_to_num(skew, nan=0.0)) > _SKEW_TO_WARP)
-    warped = np.flatnonzero(~(few_values | symmetric))
-    lambdas = np.ones(X.shape[1])
-    lambdas[warped] = _best_exponents(
-        V[:, warped], a[:, warped], boxcox[warped], w @ J[:, warped], w
-    )
-    lower = np.where(boxcox, 0.1 * np.min(np.where(V > 0, V, np.inf), axis=0), 0.0)
-    return boxcox, norm, lower, lambdas
-
-
-def _best_exponents(V, a, boxcox, jacobian, w):
-    """Per column of ``V``, the grid's exponent of the largest profile
-    log-likelihood (see ``fit_power``)."""
-    best = np.full(V.shape[1], -np.inf)
-    lambdas = np.ones(V.shape[1])
-    for lam in _LAMBDAS:
-        psi = _power_np(V, np.full(V.shape[1], lam), a, boxcox)
-        mean = w @ psi
-        var = w @ (psi - mean) ** 2
-        with np.errstate(divide="ignore"):
-            ll = -0.5 * np.log(var) + (lam - 1.0) * jacobian
-        ll = np.where(np.isfinite(ll), ll, -np.inf)
-        better = ll > best + 1e-12
-        best = np.where(better, ll, best)
-        lambdas = np.where(better, lam, lambdas)
-    return lambdas
-
-
-def _power_np(V, lam, a, boxcox):
-    """Box-Cox / Yeo-Johnson in NumPy with ``a`` = log(v) or log1p(|v|)."""
-    safe = np.where(lam == 0, 1.0, lam)
-    pos = np.where(np.abs(lam) < 1e-12, a, np.expm1(lam * a) / safe)
-    two = 2.0 - lam
-    safe2 = np.where(two == 0, 1.0, two)
-    neg = np.where(np.abs(two) < 1e-12, -a, -np.expm1(two * a) / safe2)
-    return np.where(boxcox | (V >= 0), pos, neg)
-
-
-def power_transform(X, params, *, xp):
-    """Apply the fitted per-feature power transform to ``X`` (any namespace).
-
-    ``psi(v) = (v^lam - 1) / lam`` (``log v`` at 0) for Box-Cox features, with
-    ``v`` clipped below at ``lower``; Yeo-Johnson's two branches for the
-    others; written with ``expm1`` and logs. Far beyond the training range
-    the log is clipped where the power would overflow, so extreme queries
-    stay finite (and still far away).
-    """
-    boxcox, norm, lower, lam = params
-    limit = 0.5 * math.log(float(xp.finfo(X.dtype).max)) / 4.0
-    V = X / norm
-    V_bc = xp.maximum(V, lower)
-    a = xp.where(
-        boxcox, xp.log(xp.where(boxcox, V_bc, xp.ones_like(V))), xp.log1p(xp.abs(V))
-    )
-    a = xp.clip(a, -limit, limit)
-    one = xp.ones_like(lam)
-    at_zero = xp.abs(lam) < 1e-12
-    pos = xp.where(at_zero, a, xp.expm1(lam * a) / xp.where(at_zero, one, lam))
-    two = 2.0 - lam
-    at_two = xp.abs(two) < 1e-12
-    neg = xp.where(at_two, -a, -xp.expm1(two * a) / xp.where(at_two, one, two))
-    return xp.where(boxcox | (V >= 0), pos, neg)
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,18 +82,24 @@ class CodeLayout:
 
 @dataclass(frozen=True, eq=False)
 class FeatureMap:
-    """Fitted map from input features to the space the heads work in.
+    """Fitted map from input rows to the rows the heads act on: the one way
+    in for every kind of input, at fit and at prediction.
 
-    ``standardize=False``: centred features. ``True``: centred and scaled to
-    unit weighted variance. ``'power'``: a per-feature power transform
-    (Box-Cox for positive features, Yeo-Johnson for the others, see
-    :func:`fit_power`), then centred and scaled. Every map is independent of
-    the features' units. For a ``Table``, the numeric features are mapped
-    so, a missing value at its conditional mean given the row's observed
-    features (``correlation``, see ``conditional_fill``), and the codes
-    placed by ``codes`` (a ``CodeLayout``); the result is a ``Design``.
+    ``encoder`` reads the validated input as a ``Table`` (a ``TableEncoder``
+    for a table with categorical features or missing values at fit, else
+    ``NumberColumns``). The numeric columns are then mapped:
+    ``standardize=False`` centres them, ``True`` also scales them to unit
+    weighted variance, ``'power'`` applies a per-feature power transform
+    first (Box-Cox for positive features, Yeo-Johnson for the others, see
+    ``power_map.fit_power``); every map is independent of the features'
+    units. A missing value sits at its conditional mean given the row's
+    observed features (``correlation``, see ``conditional_fill``), and
+    ``codes`` (a ``CodeLayout``, None for numbers only) places the
+    categorical codes and the missing-value indicators in the embedding
+    block. ``rows`` returns a ``Design``.
     """
 
+    encoder: Any
     power: Optional[tuple]
     center: Any
     scale: Any
@@ -229,6 +109,12 @@ class FeatureMap:
     @property
     def is_linear(self):
         return self.power is None
+
+    @property
+    def takes_tables(self):
+        """Whether queries are tables to encode (as given) rather than
+        floating arrays."""
+        return self.encoder.takes_tables
 
     def components(self, W, n_heads):
         """``components_``: the numeric rows of ``W`` (p + codes, n_heads *
@@ -256,30 +142,52 @@ class FeatureMap:
             )
         return out
 
-    def transform(self, X, *, xp):
-        """Map an array, or a ``Table`` into a ``Design``."""
-        if isinstance(X, Table):
-            return self._transform_table(X, xp=xp)
-        if self.power is not None:
-            X = power_transform(X, self.power, xp=xp)
-        return (X - self.center) / self.scale
+    def rows(self, X):
+        """Validated input rows ``X`` (a floating array in the map's
+        namespace and on its device, or a table as given when
+        ``takes_tables``) as the ``Design`` the heads act on."""
+        xp, dev = namespace_of(self.center)
+        table = self.encoder.encode(X, xp=xp, device=dev, dtype=self.center.dtype)
+        return self.design(table)
 
-    def _transform_table(self, table, *, xp):
-        N, layout = table.numeric, self.codes
-        dev = device(N)
-        valid = ~xp.isnan(N) & xp.asarray(layout.observed, device=dev)
-        # Filled with the normaliser: finite, and harmless to either warp.
-        fill = self.power[1] if self.power is not None else self.center
-        N = self.transform(xp.where(valid, N, fill), xp=xp)
-        N = fill_missing(N, valid, self.correlation, xp=xp)
+    def design(self, table):
+        """An encoded ``Table`` as a ``Design``: numeric columns mapped and
+        filled (``numeric_block``), codes placed in the embedding block."""
+        xp, dev = namespace_of(self.center)
+        N, valid = self.numeric_block(table.numeric)
+        layout = self.codes
+        if layout is None:
+            return Design(N, table.codes, 0, source=table)
         codes = [table.codes[:, j] for j in range(table.codes.shape[1])]
         for j in layout.missing.tolist():
             codes.append(xp.astype(~valid[:, j], table.codes.dtype))
         if not codes:  # numbers only, the missing ones in never-observed columns
-            return Design(N, table.codes, layout.total)
+            return Design(N, table.codes, layout.total, source=table)
         offsets = xp.asarray(layout.offsets, dtype=table.codes.dtype, device=dev)
         C = xp.stack(codes, axis=1) + offsets[None, :]
-        return Design(N, C, layout.total)
+        return Design(N, C, layout.total, source=table)
+
+    def numeric_block(self, N):
+        """The numeric columns ``N`` (NaN where missing) mapped, each missing
+        value (or value of a feature never observed in training) at its
+        conditional mean given the row's observed ones; and where the
+        values were used (``valid``). The one place missing values are
+        filled."""
+        xp, dev = namespace_of(self.center)
+        valid = ~xp.isnan(N)
+        if self.codes is not None:
+            valid = valid & xp.asarray(self.codes.observed, device=dev)
+        # Filled with the normaliser: finite, and harmless to either warp.
+        fill = self.power[1] if self.power is not None else self.center
+        mapped = self.transform(xp.where(valid, N, fill))
+        return fill_missing(mapped, valid, self.correlation, xp=xp), valid
+
+    def transform(self, N):
+        """The map of complete numeric columns ``N``."""
+        xp, _ = namespace_of(self.center)
+        if self.power is not None:
+            N = power_transform(N, self.power, xp=xp)
+        return (N - self.center) / self.scale
 
 
 def _spread_rows(rows, is_categorical, *, xp):
@@ -291,11 +199,12 @@ def _spread_rows(rows, is_categorical, *, xp):
     return xp.concat(parts, axis=0)
 
 
-def fit_feature_map(X, sw, *, standardize, rng, xp):
-    """The ``FeatureMap`` of training rows ``X`` (an array or a ``Table``)
-    with weights ``sw``, and ``X`` mapped by it."""
-    if isinstance(X, Table):
-        return _fit_table_map(X, sw, standardize, rng, xp)
+def fit_feature_map(table, encoder, sw, *, standardize, rng, xp):
+    """The ``FeatureMap`` of training rows ``table`` (``encoder.encode``'s
+    output) with weights ``sw``, and the rows as its ``Design``."""
+    if encoder.takes_tables:
+        return _fit_table_map(table, encoder, sw, standardize, rng, xp)
+    X = table.numeric
     power = None
     if standardize == "power":
         power = _device_power(fit_power(X, sw, rng=rng), X, xp)
@@ -304,7 +213,8 @@ def fit_feature_map(X, sw, *, standardize, rng, xp):
     mapped = (X - center) / scale
     # Only rows at prediction can have missing values here.
     correlation = fit_correlation(mapped, None, sw, xp=xp)
-    return FeatureMap(power, center, scale, None, correlation), mapped
+    features = FeatureMap(encoder, power, center, scale, None, correlation)
+    return features, Design(mapped, table.codes, 0, source=table)
 
 
 def _device_power(params, X, xp):
@@ -319,7 +229,7 @@ def _device_power(params, X, xp):
     )
 
 
-def _fit_table_map(table, sw, standardize, rng, xp):
+def _fit_table_map(table, encoder, sw, standardize, rng, xp):
     N = table.numeric
     dev = device(N)
     valid = ~xp.isnan(N)
@@ -351,8 +261,8 @@ def _fit_table_map(table, sw, standardize, rng, xp):
     )
     standardised = xp.where(valid, (filled - center) / scale, xp.zeros_like(N))
     correlation = fit_correlation(standardised, valid, sw, xp=xp)
-    features = FeatureMap(power, center, scale, layout, correlation)
-    return features, features.transform(table, xp=xp)
+    features = FeatureMap(encoder, power, center, scale, layout, correlation)
+    return features, features.design(table)
 
 
 def _fit_power_observed(N, valid, sw, rng):

@@ -6,7 +6,6 @@
 import numpy as np
 
 from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.design import take_rows_of
 
 
 def take_rows(Xs, Ys, sw, rows, *, xp):
@@ -14,7 +13,7 @@ def take_rows(Xs, Ys, sw, rows, *, xp):
     to sum to one."""
     idx = xp.asarray(rows, device=device(sw))
     w = xp.take(sw, idx, axis=0)
-    return take_rows_of(Xs, idx, xp=xp), xp.take(Ys, idx, axis=0), w / xp.sum(w)
+    return Xs.take(idx), xp.take(Ys, idx, axis=0), w / xp.sum(w)
 
 
 def subsample(Xs, Ys, sw, size, *, rng, xp):
