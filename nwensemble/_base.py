@@ -409,11 +409,26 @@ class BaseNWRegressor(
         Y_hat, bounds = self.predictor_.predict_interval(X, alpha=alpha, method=method)
         return back(Y_hat), back(bounds)
 
-    def _local_error_scale(self, X):
-        """The local error scale by which ``predict_interval(method=
-        'adaptive')`` divides a calibration row's residual and multiplies the
-        quantile at ``X``: at ``X`` and at ``calibration_rows_`` (for another
-        stage that calibrates on those rows, see ``ResidualStageRegressor``).
+    def local_error_scale(self, X):
+        """The local error scale of the adaptive prediction intervals.
+
+        ``predict_interval(method='adaptive')`` divides each calibration
+        row's residual by the scale at that row and multiplies the
+        residuals' quantile by the scale at ``X``; a model that calibrates
+        on the same rows (``ResidualStageRegressor``) reads both from here.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+
+        Returns
+        -------
+        at_queries : array of shape (n_samples,) or (n_samples, n_outputs)
+            The scale at ``X``.
+        at_calibration_rows : array of shape (n_calibration,) or \
+                (n_calibration, n_outputs)
+            The scale at ``calibration_rows_``, each row left out of its own.
         """
         back = self._like_input(X)
         X = self._check_predict_input(X, "predict_interval")
@@ -458,6 +473,4 @@ class BaseNWRegressor(
         result = self.predictor_.attention_weights(X, head=head, top_k=top_k)
         if top_k is not None:
             return back(result[0]), back(result[1])
-        return (
-            result if self.predictor_.keys.support_index is not None else back(result)
-        )
+        return result if self.predictor_.sparse_weights else back(result)

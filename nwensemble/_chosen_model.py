@@ -9,15 +9,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._wrapper import WrapperMixin
 
-# The chosen model's fitted attributes the allocator reads as its own.
-_FORWARDED = frozenset(
+# The chosen model's fitted attributes the allocator reads as its own, as
+# HeadAllocator's docstring lists them; every other fitted attribute of the
+# chosen model is in NOT_FORWARDED (tests/test_chosen_model.py checks both
+# against a fitted model).
+FORWARDED_ATTRIBUTES = (
     "components_ hdi_ bvc_decomposition_ head_weights_ head_correlation_ "
     "subspace_similarity_ principal_angles_ diversity_ loo_prediction_ "
     "calibration_rows_ calibration_residuals_ n_support_fallback_ "
-    "duplicate_weight_ is_categorical_ "
-    "categories_ infrequent_categories_ embeddings_ missing_embeddings_ n_iter_ "
-    "loss_curve_".split()
-)
+    "duplicate_weight_ local_ridge_ is_categorical_ categories_ "
+    "infrequent_categories_ embeddings_ missing_embeddings_ n_iter_ n_fev_ "
+    "loss_curve_"
+).split()
+# The allocator's own input description, and the prediction object (not a
+# user's attribute).
+NOT_FORWARDED = ("n_features_in_", "feature_names_in_", "predictor_")
 
 
 class ChosenModelMixin(WrapperMixin, TransformerMixin):
@@ -64,11 +70,22 @@ class ChosenModelMixin(WrapperMixin, TransformerMixin):
             X, confidence_level=confidence_level, method=method
         )
 
-    def _local_error_scale(self, X):
+    def local_error_scale(self, X):
         """The chosen model's local error scale at ``X`` and at its
-        calibration rows (see ``BaseNWRegressor._local_error_scale``)."""
+        calibration rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+
+        Returns
+        -------
+        at_queries, at_calibration_rows : arrays
+            See :meth:`MultiHeadNWRegressor.local_error_scale`.
+        """
         X = self._check_query(X, "predict_interval")
-        return self.best_estimator_._local_error_scale(X)
+        return self.best_estimator_.local_error_scale(X)
 
     def _check_query(self, X, method):
         """Validated query rows for the refitted best estimator."""
@@ -147,7 +164,7 @@ class ChosenModelMixin(WrapperMixin, TransformerMixin):
 
     def __getattr__(self, name):
         # Only called for names the allocator does not hold itself.
-        if name in _FORWARDED and "best_estimator_" in self.__dict__:
+        if name in FORWARDED_ATTRIBUTES and "best_estimator_" in self.__dict__:
             return getattr(self.__dict__["best_estimator_"], name)
         raise AttributeError(
             f"{type(self).__name__!r} object has no attribute {name!r}"

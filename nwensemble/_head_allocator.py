@@ -28,9 +28,7 @@ from nwensemble._fit.allocation import (
 )
 from nwensemble._fit.config import progress
 from nwensemble._multi_head import MultiHeadNWRegressor
-from nwensemble._shared.backend import where
-from nwensemble._validation import validate_fit_data
-from nwensemble._wrapper import kept_as_table
+from nwensemble._wrapper import inner_estimator
 
 
 class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
@@ -152,9 +150,10 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
         ``subspace_similarity_``, ``principal_angles_``, ``diversity_``,
         ``loo_prediction_``, ``calibration_rows_``,
         ``calibration_residuals_``, ``n_support_fallback_``,
-        ``duplicate_weight_``, ``is_categorical_``, ``categories_``,
-        ``infrequent_categories_``, ``embeddings_``,
-        ``missing_embeddings_``, ``n_iter_`` and ``loss_curve_``.
+        ``duplicate_weight_``, ``local_ridge_``, ``is_categorical_``,
+        ``categories_``, ``infrequent_categories_``, ``embeddings_``,
+        ``missing_embeddings_``, ``n_iter_``, ``n_fev_`` and
+        ``loss_curve_``.
 
     best_index_ : int
         Row of the chosen allocation in ``cv_results_``.
@@ -247,9 +246,7 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
                 f"parameters (such as MultiHeadNWRegressor); "
                 f"{type(base).__name__} lacks {sorted(missing)}."
             )
-        if self.random_state is not None and "random_state" in params:
-            base = clone(base).set_params(random_state=self.random_state)
-        return base
+        return inner_estimator(base, random_state=self.random_state)
 
     def _members(self, base, n_samples):
         """The members of the estimator ``base`` (1 when it has no
@@ -352,17 +349,17 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
                 "scored by leave-one-out, which leaves out one row, not its group."
             )
         base = self._base_estimator()
-        X, y, mask = validate_fit_data(
-            self, X, y, categorical_features=getattr(base, "categorical_features", None)
+        X, y, fit_params = self._fit_rows(
+            X,
+            y,
+            sample_weight,
+            categorical_features=getattr(base, "categorical_features", None),
         )
         n, p = X.shape
-        self._fit_where = where(X)
-        self._table = kept_as_table(mask)
         self.budget_ = self._budget(n, p)
         H, d = theory_allocation(n, p, self.budget_, self.smoothness)
         self.theory_allocation_ = {"n_heads": H, "head_dim": d}
         candidates = self._candidates(n, p)
-        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         search = dict(scoring=self.scoring, n_jobs=self.n_jobs, verbose=self.verbose)
         own_members, members = self._members(base, n)
         if self.strategy == "cv" and self.cv is not None:

@@ -8,7 +8,7 @@ import time
 
 import array_api_compat
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import (
     _num_samples,
@@ -27,11 +27,9 @@ from nwensemble._shared.backend import (
     get_namespace,
     to_host,
     to_numpy,
-    where,
 )
 from nwensemble._single_head import NWAttentionRegressor
-from nwensemble._validation import validate_fit_data
-from nwensemble._wrapper import WrapperMixin, kept_as_table
+from nwensemble._wrapper import WrapperMixin, inner_estimator
 
 # Residuals beyond this many robust standard deviations weigh less in the
 # second stage (the three-sigma rule for outliers).
@@ -172,13 +170,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.verbose = verbose
 
     def _stage(self, estimator, default):
-        stage = clone(default if estimator is None else estimator)
-        params = stage.get_params()
-        if self.random_state is not None and "random_state" in params:
-            stage.set_params(random_state=self.random_state)
-        if self.verbose and params.get("verbose") == 0:
-            stage.set_params(verbose=self.verbose)
-        return stage
+        return inner_estimator(
+            default if estimator is None else estimator,
+            random_state=self.random_state,
+            verbose=self.verbose,
+        )
 
     def _fit_stage(self, name, stage, X, y, fit_params):
         """``stage.fit(X, y, **fit_params)``, announced and timed with
@@ -226,8 +222,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             self.residual_estimator,
             NWAttentionRegressor(local_fit="constant", duplicate_weight=0.0),
         )
-        categorical = getattr(first, "categorical_features", None)
-        X, y, mask = validate_fit_data(self, X, y, categorical_features=categorical)
+        X, y, fit_params = self._fit_rows(
+            X,
+            y,
+            sample_weight,
+            categorical_features=getattr(first, "categorical_features", None),
+        )
         n_rows = _num_samples(X)
         stops_early = _stops_early(n_rows, sample_weight)
         if self.estimator is None:
@@ -238,7 +238,6 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             )
         if self.residual_estimator is None:
             second.set_params(early_stopping=stops_early)
-        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         self._fit_stage("first", first, X, y, fit_params)
         loo = getattr(first, "loo_prediction_", None)
         if loo is None:
@@ -265,8 +264,6 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 weights, dtype=target.dtype, device=device(target)
             )
         self._fit_stage("second", second, _rows(X, host_rows), target, fit_params)
-        self._fit_where = where(X)
-        self._table = kept_as_table(mask)
         self.estimator_ = first
         self.residual_estimator_ = second
         self.residual_rows_ = rows
@@ -345,7 +342,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         residuals = self.interval_residuals_
         if method == "jackknife+":
             return Y_hat, absolute_residual_bounds(Y_hat, residuals, alpha)
-        at_queries, at_rows = self.estimator_._local_error_scale(X)
+        at_queries, at_rows = self.estimator_.local_error_scale(X)
         xp, _ = get_namespace(Y_hat)
         at_residuals = xp.take(at_rows, self._interval_positions, axis=0)
         units = absolute_residual_bounds(

@@ -5,20 +5,30 @@ tags, and pickling on the host."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from nwensemble._shared.backend import get_namespace, same_namespace_or_raise, to_host
+from nwensemble._shared.backend import (
+    get_namespace,
+    same_namespace_or_raise,
+    to_host,
+    where,
+)
 from nwensemble._shared.table import is_dataframe
-from nwensemble._validation import as_table_rows, reject_dates
+from nwensemble._validation import as_table_rows, reject_dates, validate_fit_data
 
 
-def kept_as_table(mask):
-    """``_table`` for the ``mask`` of ``validate_fit_data``: whether it
-    returned the rows as given, to be encoded (categorical columns), rather
-    than as a validated array (numbers, with or without missing values),
-    which is what the inner estimators were fitted on and what the queries
-    must become."""
-    return mask is not None and bool(mask.any())
+def inner_estimator(estimator, *, random_state, verbose=None):
+    """A clone of ``estimator`` with the wrapper's ``random_state`` (where
+    given and the estimator has one) and, where the estimator's own is 0,
+    its ``verbose``."""
+    inner = clone(estimator)
+    params = inner.get_params(deep=False)
+    if random_state is not None and "random_state" in params:
+        inner.set_params(random_state=random_state)
+    if verbose and params.get("verbose") == 0:
+        inner.set_params(verbose=verbose)
+    return inner
 
 
 def _named(X, names):
@@ -33,9 +43,22 @@ def _named(X, names):
 
 
 class WrapperMixin:
-    """For an estimator whose ``fit`` validates with ``validate_fit_data``
-    and sets ``_fit_where`` (``backend.where`` of the training rows) and
-    ``_table`` (whether they were a table to encode)."""
+    """For an estimator whose ``fit`` starts with ``_fit_rows``."""
+
+    def _fit_rows(self, X, y, sample_weight, *, categorical_features):
+        """``fit``'s preamble: ``X`` and ``y`` validated for the inner
+        estimators (see ``validate_fit_data``; ``categorical_features`` the
+        first inner estimator's), the queries' reference set
+        (``_fit_where``, the training rows' ``backend.where``; ``_table``,
+        whether they are a table to encode rather than a validated array),
+        and the inner fits' parameters. Returns ``X, y, fit_params``."""
+        X, y, mask = validate_fit_data(
+            self, X, y, categorical_features=categorical_features
+        )
+        self._fit_where = where(X)
+        self._table = mask is not None and bool(mask.any())
+        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        return X, y, fit_params
 
     def _validated_query(self, X, method):
         """Query rows for the fitted inner estimators, in the training

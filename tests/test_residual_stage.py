@@ -227,7 +227,7 @@ def test_adaptive_intervals_scale_the_residuals_by_the_first_stages_local_error(
     row, the quantile multiplied by that at the query."""
     X, y = friedman
     model = ResidualStageRegressor(random_state=0).fit(X, y)
-    at_queries, at_rows = model.estimator_._local_error_scale(X[:6])
+    at_queries, at_rows = model.estimator_.local_error_scale(X[:6])
     # The first stage's calibration rows that the second held out.
     held = model.estimator_.calibration_rows_
     both = np.isin(held, model.residual_estimator_.calibration_rows_)

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from nwensemble._fit.loo_sweep import loo_sweep
 from nwensemble._shared.attention import log_weights
 from nwensemble._shared.backend import device, fixed_order_matmul, map_on_host_threads
+from nwensemble._shared.passes import head_sum
 
 # Scores (rows x rows x heads) from which the heads' passes run on threads:
 # below, the threads cost more than they save (the break-even measured in
@@ -112,8 +113,8 @@ def loo_loss_and_grad_z(
     directions needs (``dloss / dlog c_j = sum_i Z_ij (dloss / dZ)_ij`` when
     column ``j`` of ``W`` is scaled by ``c_j``).
     """
-    kernels = kernel.host_kernels(xp)
-    if kernels is not None and kernel.own_derivative:
+    kernels = kernel.sweep_kernels(xp)
+    if kernels is not None:
         # The host's fast path: each pair of rows once, else one sweep over
         # blocks of rows; no (n, n) block (see ``loo_sweep``).
         loss, grad_Z = loo_sweep(
@@ -151,9 +152,7 @@ def loo_loss_and_grad_z(
         )
 
     heads = map_on_host_threads(forward, range(n_heads), xp=xp, threads=threads)
-    Y_hat = heads[0].Y_hat
-    for head in heads[1:]:
-        Y_hat = Y_hat + head.Y_hat
+    Y_hat = head_sum([head.Y_hat for head in heads])
     if n_heads > 1:
         Y_hat = Y_hat / n_heads
     R = Y_hat - Y

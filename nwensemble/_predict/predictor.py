@@ -16,7 +16,7 @@ from nwensemble._shared.backend import fill_masked, move_to, namespace_of, to_nu
 from nwensemble._shared.duplicates import blend
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.passes import over_heads
-from nwensemble._shared.radius_search import sparse_attention, sparse_head_weights
+from nwensemble._shared.radius_search import sparse_attention
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +63,12 @@ class NWPredictor:
     def n_samples_fit(self):
         """Number of training rows (the keys)."""
         return self.keys.n_samples
+
+    @property
+    def sparse_weights(self):
+        """Whether ``attention_weights`` returns all the weights as a sparse
+        array on the host (see ``Kernel.gives_sparse_weights``)."""
+        return self.keys.kernel.gives_sparse_weights(self.keys)
 
     def to_model(self, a):
         """``a`` in the model's namespace and on its device."""
@@ -206,7 +212,7 @@ class NWPredictor:
         Q, copies = self._queries(X)
         # The copies' blend belongs to the ensemble's weights, not a head's.
         copies = copies if head is None else None
-        if self.keys.support_index is not None and top_k is None:
+        if top_k is None and self.sparse_weights:
             return self._sparse_attention(Q, head, copies)
         blocks = [
             _top_k(weights, top_k, xp=xp)
@@ -268,10 +274,7 @@ class NWPredictor:
     def support_fallback(self, Q):
         """Boolean (m, n_heads) array on the host: where each head's compact
         support held no training row for the projected queries ``Q``."""
-        if self.keys.support_index is None:
-            return np.zeros((Q.shape[0], self.n_heads), dtype=bool)
-        _, mask = sparse_head_weights(Q, self.keys.support_index, n_heads=self.n_heads)
-        return mask.T
+        return self.keys.kernel.support_fallback(Q, self.keys)
 
 
 def _top_k(W, k, *, xp):

@@ -25,6 +25,7 @@ them takes the ``Kernel`` object.
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import dataclasses
 from functools import partial
 
 import numpy as np
@@ -34,7 +35,11 @@ from nwensemble._shared.attention import attend, attend_compact, key_bias
 from nwensemble._shared.backend import eager_host, maximum_inplace, takes_out
 from nwensemble._shared.compiled_passes import CompiledTilePasses
 from nwensemble._shared.passes import BlockPasses
-from nwensemble._shared.radius_search import RadiusSearchPasses, build_support_index
+from nwensemble._shared.radius_search import (
+    RadiusSearchPasses,
+    build_support_index,
+    sparse_head_weights,
+)
 from nwensemble._shared.tiles import TilePasses
 
 # Compact kernels predict on the host through the radius search from this
@@ -72,15 +77,32 @@ class Kernel:
         this is the only place that chooses it."""
         return BlockPasses(keys)
 
-    def search_index(self, Z, log_sw, *, n_heads):
-        """What ``passes`` may search the keys with (None: nothing)."""
-        return None
+    def searchable(self, keys):
+        """``keys`` with what ``passes`` may search them with (the same keys
+        when the kernel searches nothing)."""
+        return keys
 
     def host_kernels(self, xp):
         """The compiled kernels (the ``compiled`` module) that the kernel's
         passes and training objective use for arrays of ``xp``, or None: the
         one place that decides whether they run."""
         return None
+
+    def sweep_kernels(self, xp):
+        """The compiled kernels on which the training objective runs as one
+        sweep over pairs of rows (``loo_sweep``), or None for the blocks:
+        the sweep needs them and a kernel that is its own derivative."""
+        return self.host_kernels(xp) if self.own_derivative else None
+
+    def gives_sparse_weights(self, keys):
+        """Whether all the attention weights on ``keys`` come as a sparse
+        array (found by a search, without the dense array)."""
+        return False
+
+    def support_fallback(self, Q, keys):
+        """Boolean (m, n_heads) NumPy array: where each head's support held
+        no key for the projected queries ``Q`` (never, without a support)."""
+        return np.zeros((Q.shape[0], keys.n_heads), dtype=bool)
 
     def keys(self, Z, log_sw, *, xp):
         """``(bias, weight)`` of one head's keys ``Z`` (n, d) for ``attend``."""
@@ -165,9 +187,25 @@ class CompactKernel(Kernel):
         )
         return RadiusSearchPasses(keys) if searchable else BlockPasses(keys)
 
-    def search_index(self, Z, log_sw, *, n_heads):
-        """A radius-search index per head (see ``radius_search``)."""
-        return build_support_index(Z, log_sw, n_heads=n_heads, kernel=self)
+    def searchable(self, keys):
+        """``keys`` with a radius-search index per head (see
+        ``radius_search``) when they read the weighted mean, whose passes
+        the index serves."""
+        if not keys.reads_mean:
+            return keys
+        index = build_support_index(
+            keys.Z, keys.log_sw, n_heads=keys.n_heads, kernel=self
+        )
+        return dataclasses.replace(keys, support_index=index)
+
+    def gives_sparse_weights(self, keys):
+        return keys.support_index is not None
+
+    def support_fallback(self, Q, keys):
+        if keys.support_index is None:
+            return super().support_fallback(Q, keys)
+        _, mask = sparse_head_weights(Q, keys.support_index, n_heads=keys.n_heads)
+        return mask.T
 
     def keys(self, Z, log_sw, *, xp):
         # Weights multiply the kernel (None when all are equal, which saves a

@@ -4,7 +4,6 @@ pass over them reads."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,13 +91,9 @@ class Keys:
         return self.kernel.passes(self)
 
     def searchable(self):
-        """These keys with the kernel's search index built (the same keys
-        when the kernel has none, or when the readout is not the local
-        constant, whose passes the index serves)."""
-        if not self.reads_mean:
-            return self
-        index = self.kernel.search_index(self.Z, self.log_sw, n_heads=self.n_heads)
-        return dataclasses.replace(self, support_index=index)
+        """These keys with the kernel's search index (see
+        ``Kernel.searchable``)."""
+        return self.kernel.searchable(self)
 
     def take(self, rows, *, Y=None, log_sw=None, readout=None):
         """The keys of ``rows`` (an integer array of the namespace), with

@@ -135,6 +135,19 @@ def add(total, part):
     return total + part
 
 
+def head_sum(parts, weights=None):
+    """``sum_h weights[h] * parts[h]`` (a plain sum without ``weights``),
+    folded in head order: the one place the heads' results are summed, so
+    that every pass rounds alike. ``weights`` are numbers or arrays that
+    broadcast against the parts."""
+    total = None
+    for h, part in enumerate(parts):
+        if weights is not None:
+            part = weights[h] * part
+        total = part if total is None else total + part
+    return total
+
+
 def append(parts, part):
     """``parts`` (a list, None at first) with ``part`` appended."""
     return [part] if parts is None else parts + [part]

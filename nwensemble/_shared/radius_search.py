@@ -25,7 +25,7 @@ from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
 from nwensemble._shared.attention import EMPTY_ROW_SUMS
 from nwensemble._shared.backend import to_numpy
-from nwensemble._shared.passes import BlockPasses, uniform_or
+from nwensemble._shared.passes import BlockPasses, head_sum, uniform_or
 
 # KDTree leaf size (measured in the performance notes).
 _LEAF_SIZE = 80
@@ -182,7 +182,7 @@ def sparse_attention(Q, index, *, n_heads, head_weights, head=None, dtype):
     if head is not None:
         total = heads[head]
     else:
-        total = sum(float(a) * W for a, W in zip(head_weights, heads))
+        total = head_sum(heads, [float(a) for a in head_weights])
     total = sparse.csr_array(total, dtype=dtype)
     total.eliminate_zeros()
     total.sort_indices()
@@ -197,7 +197,7 @@ def sparse_predict(Q, index, Y, *, n_heads, head_weights):
     Q = to_numpy(Q).astype(np.float64)
     Y = to_numpy(Y).astype(np.float64)
     d = Q.shape[1] // n_heads
-    est = np.zeros((Q.shape[0], Y.shape[1]))
+    per_head = []
     for h, (head, a) in enumerate(zip(index, head_weights)):
 
         def block(Qb, head=head, a=float(a)):
@@ -208,9 +208,11 @@ def sparse_predict(Q, index, Y, *, n_heads, head_weights):
         Qh = Q[:, h * d : (h + 1) * d]
         order = locality_order(Qh)
         parts = _map_blocks(block, Q.shape[0], Qh[order])
+        head_est = np.zeros((Q.shape[0], Y.shape[1]))
         if parts:
-            est[order] += np.concatenate(parts)
-    return est
+            head_est[order] = np.concatenate(parts)
+        per_head.append(head_est)
+    return head_sum(per_head)
 
 
 class RadiusSearchPasses(BlockPasses):

@@ -23,7 +23,6 @@ from nwensemble._shared.attention import (
 from nwensemble._shared.backend import (
     THREADED_SCORES,
     device,
-    eager_host,
     exp_inplace,
     itemsize,
     map_on_host_threads,
@@ -37,6 +36,7 @@ from nwensemble._shared.passes import (
     BlockPasses,
     HeadSums,
     concat_rows,
+    head_sum,
     readout_columns,
     uniform_or,
 )
@@ -59,11 +59,7 @@ class TilePasses(BlockPasses):
 
     def estimates(self, Q, head_weights=None):
         alpha = uniform_or(head_weights, self.keys.n_heads)
-        heads = self._heads(Q)
-        est = float(alpha[0]) * heads[0]
-        for a, head in zip(alpha[1:], heads[1:]):
-            est = est + float(a) * head
-        return est
+        return head_sum(self._heads(Q), [float(a) for a in alpha])
 
     def head_estimates(self, Q, *, loo_rows=None, fallback=False):
         xp = self.keys.xp
@@ -139,9 +135,7 @@ class TilePasses(BlockPasses):
             if min(float(xp.min(s)) for s in sums) < floor_sum:
                 return blocked(slice(r0, r1))
             c = [float(a) / s for a, s in zip(alpha, sums)]
-            est = c[0][:, None] * nums[0][:, :t]
-            for h in range(1, n_heads):
-                est = est + c[h][:, None] * nums[h][:, :t]
+            est = head_sum([num[:, :t] for num in nums], [ch[:, None] for ch in c])
             sq = 0.0
             for (g, h), gram in G.items():
                 sq = sq + (1.0 if g == h else 2.0) * c[g] * c[h] * gram
@@ -175,13 +169,14 @@ class TilePasses(BlockPasses):
             raise ValueError(
                 f"sums of {sums.nums[0].shape[0]} queries given for {m} queries"
             )
-        est, F = None, []
+        heads, F = [], []
         for h, (a, num) in enumerate(zip(alpha, sums.nums)):
             head, factors = keys.readout_of(h).weight_factors(
                 num, Q[:, h * d : (h + 1) * d], xp=xp
             )
-            est = a * head if est is None else est + a * head
+            heads.append(head)
             F.append(a * factors)
+        est = head_sum(heads, alpha)
         stable = sums.stable_tiles
         if m == 0:
             return est, xp.zeros((0,), dtype=Q.dtype, device=dev)
@@ -207,11 +202,13 @@ class TilePasses(BlockPasses):
             sq = None
             for c0 in range(0, n, _KEY_TILE):
                 c1 = min(c0 + _KEY_TILE, n)
-                V = None
-                for h in range(n_heads):
-                    A = exp(queries[h][rows, :] @ operands[h][:, c0:c1], c0)
-                    part = A * (F[h][rows, :] @ lines[h][:, c0:c1])
-                    V = part if V is None else V + part
+                V = head_sum(
+                    [
+                        exp(queries[h][rows, :] @ operands[h][:, c0:c1], c0)
+                        * (F[h][rows, :] @ lines[h][:, c0:c1])
+                        for h in range(n_heads)
+                    ]
+                )
                 tile_sq = xp.sum(V * V, axis=1)
                 sq = tile_sq if sq is None else sq + tile_sq
             return sq
@@ -340,9 +337,6 @@ class TilePasses(BlockPasses):
                 return finish(h, rows, stable_sums(h, q, left_out), True)
             if float(xp.min(num[:, -1])) >= floor_sum:
                 return finish(h, rows, num, False)
-            if not eager_host(xp):
-                # Off the host the whole tile, as the device takes it.
-                return finish(h, rows, stable_sums(h, q, left_out), True)
             # Only the rows whose sums underflowed, by the stable path (their
             # sums scaled by each row's largest weight, as the tile's flag
             # says); the others keep the tile's (``num`` is this task's own).

@@ -1,0 +1,55 @@
+"""The allocator as its chosen model: what it forwards, from one list."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nwensemble import HeadAllocator, MultiHeadNWRegressor
+from nwensemble._chosen_model import FORWARDED_ATTRIBUTES, NOT_FORWARDED
+
+
+def _numbers():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    return X, X[:, 0] + 0.1 * rng.standard_normal(60)
+
+
+def _table():
+    X, y = _numbers()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["kind"] = np.where(X[:, 1] > 0, "up", "down")
+    frame.loc[::7, "a"] = np.nan
+    return frame, y
+
+
+def _fitted_attributes(estimator):
+    return {
+        name
+        for name in vars(estimator)
+        if name.endswith("_") and not name.startswith("_")
+    }
+
+
+@pytest.mark.parametrize("data", [_numbers, _table], ids=["numbers", "table"])
+def test_the_list_covers_every_fitted_attribute_of_the_chosen_model(data):
+    """Each fitted attribute of the chosen model is forwarded (the same
+    object) or named as not forwarded; each forwarded one is documented."""
+    X, y = data()
+    allocator = HeadAllocator(
+        MultiHeadNWRegressor(max_iter=3, random_state=0), budget=2
+    ).fit(X, y)
+    chosen = allocator.best_estimator_
+    fitted = _fitted_attributes(chosen)
+    assert fitted - set(NOT_FORWARDED) == set(FORWARDED_ATTRIBUTES)
+    for name in FORWARDED_ATTRIBUTES:
+        assert getattr(allocator, name) is getattr(chosen, name), name
+        assert f"``{name}``" in HeadAllocator.__doc__, name
+
+
+def test_an_attribute_outside_the_list_is_not_read_through():
+    X, y = _numbers()
+    allocator = HeadAllocator(
+        MultiHeadNWRegressor(max_iter=3, random_state=0), budget=2
+    ).fit(X, y)
+    with pytest.raises(AttributeError, match="predictor_"):
+        allocator.predictor_
