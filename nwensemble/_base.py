@@ -263,24 +263,15 @@ class BaseNWRegressor(
 
     def _fit_config(self):
         """The fitting engine's configuration: the parameters, with the
-        kernel resolved into its object and the callback wrapped to receive
-        arrays shaped like ``components_``."""
-        n_heads = self._fit_n_heads()
-        callback = None
-        if self.callback is not None:
-            user, single = self.callback, self._single_head
-
-            def callback(W, n_iter):
-                C = W.T if single else W.T.reshape(n_heads, -1, W.shape[0])
-                user(C, n_iter)
-
+        kernel resolved into its object."""
         return FitConfig.from_params(
             self.get_params(deep=False),
             kernel=resolve_kernel(self.kernel),
-            n_heads=n_heads,
+            n_heads=self._fit_n_heads(),
             n_members=self._fit_n_members(),
             diversity=self._fit_diversity(),
-            callback=callback,
+            callback=self.callback,
+            single_head=self._single_head,
             name=type(self).__name__,
         )
 

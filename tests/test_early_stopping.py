@@ -7,9 +7,13 @@ from numpy.testing import assert_allclose
 from test_loo_loss import _problem
 
 from nwensemble._fit.early_stopping import (
+    EARLY_STOPPING_FRACTION,
     EARLY_STOPPING_MIN_ROWS,
+    SOLVER_FRACTION,
     EarlyStopping,
+    HoldOut,
     heldout_loss,
+    hold_out_plan,
     holds_out,
     split_validation,
 )
@@ -29,22 +33,53 @@ def test_auto_rule_holds_out_between_its_bounds():
     assert holds_out(True, 3, 1) and not holds_out(False, 10**6, 10**6)
 
 
-def test_split_validation_renormalises_and_refuses_too_few_rows():
-    from types import SimpleNamespace
+def test_the_plan_reads_both_parameters_once():
+    """L-BFGS holds out as ``holds_out`` says (no parameter bound while
+    choosing diversity), the stochastic solver always, each with its own
+    'auto' share; Adam scores its epochs unless early_stopping=False."""
+    n = EARLY_STOPPING_MIN_ROWS
 
+    def plan(early_stopping, n_positive, n_params=10, **kw):
+        kw = {"stochastic": False, "choosing": False, **kw}
+        return hold_out_plan(
+            early_stopping, "auto", n_positive=n_positive, n_params=n_params, **kw
+        )
+
+    assert plan("auto", n, 10) == HoldOut(EARLY_STOPPING_FRACTION, True)
+    assert plan("auto", 1999, 100) == HoldOut(EARLY_STOPPING_FRACTION, True)
+    assert plan("auto", 2000, 100) == HoldOut(0.0, False)
+    assert plan("auto", 2000, 100, choosing=True).fraction > 0
+    assert plan("auto", n - 1, choosing=True) == HoldOut(0.0, False)
+    assert plan(False, 10, stochastic=True) == HoldOut(SOLVER_FRACTION, False)
+    assert plan("auto", 10, stochastic=True) == HoldOut(SOLVER_FRACTION, True)
+    given = hold_out_plan(
+        True, 0.25, n_positive=3, n_params=1, stochastic=False, choosing=False
+    )
+    assert given == HoldOut(0.25, True)
+
+
+def test_split_validation_renormalises_and_refuses_too_few_rows():
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((20, 2)), rng.standard_normal((20, 1))
     sw = np.full(20, 1 / 20)
-    config = SimpleNamespace(early_stopping=True, validation_fraction=0.25)
     (Xt, _, swt), (Xv, _, swv), rows = split_validation(
-        config, numbers_design(X), Y, sw, 4, rng=np.random.RandomState(0), xp=np
+        HoldOut(0.25, True),
+        numbers_design(X),
+        Y,
+        sw,
+        rng=np.random.RandomState(0),
+        xp=np,
     )
     assert Xt.shape[0] == 15 and Xv.shape[0] == 5 and rows.shape == (5,)
     assert_allclose([swt.sum(), swv.sum()], [1.0, 1.0])
-    config = SimpleNamespace(early_stopping=True, validation_fraction=0.99)
     with pytest.raises(ValueError, match="need at least 2 and 1"):
         split_validation(
-            config, numbers_design(X), Y, sw, 4, rng=np.random.RandomState(0), xp=np
+            HoldOut(0.99, True),
+            numbers_design(X),
+            Y,
+            sw,
+            rng=np.random.RandomState(0),
+            xp=np,
         )
 
 

@@ -9,7 +9,8 @@ from sklearn.model_selection import LeaveOneOut, cross_val_predict
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.adam import fit_adam
-from nwensemble._fit.config import FitConfig, SolverResult
+from nwensemble._fit.config import FitConfig, IterateObserver, SolverResult
+from nwensemble._fit.early_stopping import HoldOut
 from nwensemble._fit.engine import scaled_targets
 from nwensemble._fit.lbfgs import fit_lbfgs
 from nwensemble._fit.start import initial_projection
@@ -85,6 +86,9 @@ def test_the_fitting_engine_runs_without_an_estimator(solve):
     )
     rng = np.random.default_rng(0)
     W0 = initial_projection(config, None, Xs, Ys, sw, np.ones(5), rng=rng, xp=np).W
+    config = config.replace(
+        hold_out=HoldOut(0.2, True), observer=IterateObserver(None, 2, False)
+    )
     result = solve(config, W0, numbers_design(Xs), Ys, sw, rng=rng, xp=np)
     assert isinstance(result, SolverResult)
     assert result.W.shape == W0.shape == (5, 4)

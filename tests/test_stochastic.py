@@ -257,6 +257,7 @@ def test_adam_step_is_relative_to_the_start(Estimator, params):
     import array_api_compat.numpy as xnp
 
     from nwensemble._fit.adam import fit_adam
+    from nwensemble._fit.early_stopping import SOLVER_FRACTION, HoldOut
     from nwensemble._shared.design import numbers_design
 
     rng = np.random.default_rng(0)
@@ -266,7 +267,16 @@ def test_adam_step_is_relative_to_the_start(Estimator, params):
     config = Estimator(
         solver="adam", max_iter=1, batch_size=1000, early_stopping=False, **params
     )._fit_config()
-    config = dataclasses.replace(config, callback=lambda W, n_iter: seen.append(W))
+
+    class Recorder:
+        watching = True
+
+        def report(self, W, n_iter):
+            seen.append(W)
+
+    config = dataclasses.replace(
+        config, observer=Recorder(), hold_out=HoldOut(SOLVER_FRACTION, scored=False)
+    )
     W0 = rng.standard_normal((5, config.n_heads * 2))
     fit_adam(
         config,

@@ -56,13 +56,9 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     A solver (see ``config.SolverResult``): ``n_iter`` counts epochs and
     ``n_fev`` minibatch steps.
     """
-    p, k = W0.shape
     dev = device(Ys)
-    n_params = p * k
     n_heads = config.n_heads
-    train, val, val_rows = split_validation(
-        config, Xs, Ys, sw, n_params, rng=rng, xp=xp, force=True
-    )
+    train, val, val_rows = split_validation(config.hold_out, Xs, Ys, sw, rng=rng, xp=xp)
     Xt, Yt, swt = train
     positive = np.flatnonzero(to_numpy(swt) > 0)
     n = positive.shape[0]
@@ -82,7 +78,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     # early_stopping=False: no epoch is scored on the held-out rows (they
     # only set the scale below); the fit stops when the training loss stops
     # improving, as scikit-learn's MLP does, and keeps the last epoch.
-    scored = config.early_stopping is not False
+    scored = config.hold_out.scored
     monitor = EarlyStopping(
         lambda W: (
             heldout_loss(W, *monitored, *train, kernel=config.kernel, n_heads=n_heads)
@@ -144,8 +140,8 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
                 f"(left<={per_epoch * (config.max_iter - epochs):.0f}s)",
                 flush=True,
             )
-        if config.callback is not None:
-            config.callback(to_numpy(W).astype(np.float64), epochs)
+        if config.observer.watching:
+            config.observer.report(to_numpy(W).astype(np.float64), epochs)
         if stop:
             at_max_iter = False
             break

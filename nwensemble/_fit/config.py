@@ -21,12 +21,15 @@ class FitConfig:
     parameter, ``n_heads`` (per member), ``n_members`` (groups of
     ``n_heads`` fitted one after another, each from its own start and
     held-out rows, whose heads the model then averages together),
-    ``diversity`` (a float or ``'auto'``),
-    ``callback`` (None, or called as ``callback(W, n_iter)`` with the
-    (p, n_heads * d) float64 projection in the standardised units it is
-    learned in) and ``name``, which prefixes verbose lines. ``row_scales``
-    is set by the engine for the solver: whether L-BFGS takes each row of
-    ``W`` as a scale times a direction (see ``row_scales``).
+    ``diversity`` (a float or ``'auto'``), ``callback`` (the estimator's
+    parameter) with ``single_head`` (whether it receives ``components_``
+    of one head, 2-d) and ``name``, which prefixes verbose lines. The
+    engine sets the rest for each solver run: ``row_scales`` (whether
+    L-BFGS takes each row of ``W`` as a scale times a direction, see
+    ``row_scales``), ``hold_out`` (the ``early_stopping.HoldOut`` plan,
+    the one reading of ``early_stopping`` and ``validation_fraction``) and
+    ``observer`` (the ``IterateObserver`` that solvers report their
+    iterates to).
     """
 
     kernel: Any
@@ -47,8 +50,11 @@ class FitConfig:
     callback: Optional[Callable]
     verbose: int
     name: str
+    single_head: bool = False
     n_members: int = 1
     row_scales: bool = True
+    hold_out: Any = None
+    observer: Any = None
 
     PARAMETERS = (
         "head_dim",
@@ -79,6 +85,30 @@ class FitConfig:
     def progress(self, stage, start):
         """With ``verbose``, say that ``stage`` (begun at ``start``) is done."""
         progress(self.name, self.verbose, stage, start)
+
+
+@dataclass(frozen=True)
+class IterateObserver:
+    """Where the solvers report their iterates: the user's ``callback``,
+    called as ``callback(C, n_iter)`` with the projection shaped like
+    ``components_`` (in the standardised units it is learned in)."""
+
+    callback: Optional[Callable]
+    n_heads: int
+    single_head: bool
+
+    @property
+    def watching(self):
+        """Whether anyone receives the iterates."""
+        return self.callback is not None
+
+    def report(self, W, n_iter):
+        """Report the (p, n_heads * d) float64 projection after ``n_iter``
+        iterations or epochs."""
+        if self.callback is None:
+            return
+        C = W.T if self.single_head else W.T.reshape(self.n_heads, -1, W.shape[0])
+        self.callback(C, n_iter)
 
 
 def progress(name, verbose, stage, start):

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from nwensemble._fit.early_stopping import heldout_loss, holds_out
-from nwensemble._shared.backend import device, to_numpy
+from nwensemble._fit.early_stopping import heldout_loss
+from nwensemble._shared.backend import device
 from nwensemble._shared.rows import take_rows
 
 # The values 'auto' compares: the ensemble's own objective first, then
@@ -47,7 +47,7 @@ def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, rng, xp):
     used. With ``'auto'`` each of ``AUTO_CANDIDATES`` is fitted from ``W0``
     with the same random state, hence the same held-out rows (held out
     whenever ``early_stopping='auto'`` could hold any out, whatever the
-    number of parameters; see ``early_stopping.holds_out``); the candidate
+    number of parameters; see ``early_stopping.hold_out_plan``); the candidate
     with the least held-out loss is kept (the first, ``0``, on a tie). A fit
     that holds no rows out (``early_stopping=False`` or too few rows) has
     nothing to choose on and uses ``0``, as does one head.
@@ -57,10 +57,6 @@ def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, rng, xp):
         value = 0.0 if config.diversity == "auto" else float(config.diversity)
         result = solve(config.replace(diversity=value), W0, Xs, Ys, sw, rng=rng, xp=xp)
         return dataclasses.replace(result, diversity=value)
-    n_positive = int(np.count_nonzero(to_numpy(sw) > 0))
-    if config.early_stopping == "auto" and holds_out("auto", n_positive):
-        # Without held-out rows there is nothing to choose on.
-        config = config.replace(early_stopping=True)
     start = rng.get_state()
     fits = []
     for i, value in enumerate(AUTO_CANDIDATES):

@@ -5,6 +5,7 @@ the monitor that keeps the best parameters by it."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,21 +42,51 @@ def holds_out(early_stopping, n_positive, n_params=None):
     return n_params is None or n_positive < _ROWS_PER_PARAMETER * n_params
 
 
-def split_validation(config, Xs, Ys, sw, n_params, *, rng, xp, force=False):
-    """Split off the early-stopping rows; return ``(train, val, val_rows)`` or
-    ``(all, None, None)``.
+@dataclass(frozen=True)
+class HoldOut:
+    """How one solver run holds rows out: the share of the rows of positive
+    weight (0: none) and whether its iterates are scored on them (early
+    stopping)."""
+
+    fraction: float
+    scored: bool
+
+
+def hold_out_plan(
+    early_stopping, validation_fraction, *, n_positive, n_params, stochastic, choosing
+):
+    """The ``HoldOut`` of a solver run: the one reading of the parameters
+    ``early_stopping`` and ``validation_fraction``.
+
+    The stochastic solver always holds rows out (``SOLVER_FRACTION`` for
+    ``'auto'``), on which it chooses its final width, and scores its epochs
+    on them unless ``early_stopping=False``. L-BFGS holds out
+    (``EARLY_STOPPING_FRACTION`` for ``'auto'``) as ``holds_out`` says for
+    ``n_params`` learned parameters, with no upper bound when the fit is
+    ``choosing`` among candidates on the held-out rows (``diversity=
+    'auto'``).
+    """
+    auto = validation_fraction == "auto"
+    if stochastic:
+        fraction = SOLVER_FRACTION if auto else validation_fraction
+        return HoldOut(fraction, scored=early_stopping is not False)
+    limit = None if choosing else n_params
+    if not holds_out(early_stopping, n_positive, limit):
+        return HoldOut(0.0, scored=False)
+    return HoldOut(EARLY_STOPPING_FRACTION if auto else validation_fraction, True)
+
+
+def split_validation(plan, Xs, Ys, sw, *, rng, xp):
+    """Split off the rows the ``HoldOut`` ``plan`` holds out; return
+    ``(train, val, val_rows)`` or ``(all, None, None)``.
 
     Each part is ``(X, Y, sw)`` with weights renormalised to sum to one;
     ``val_rows`` are the held-out rows' indices (sorted NumPy integers).
-    ``force`` holds rows out whatever ``early_stopping`` says (the stochastic
-    solver needs them).
     """
-    positive = np.flatnonzero(to_numpy(sw) > 0)
-    if not (force or holds_out(config.early_stopping, positive.shape[0], n_params)):
+    if plan.fraction == 0:
         return (Xs, Ys, sw), None, None
-    fraction = config.validation_fraction
-    if fraction == "auto":
-        fraction = SOLVER_FRACTION if force else EARLY_STOPPING_FRACTION
+    positive = np.flatnonzero(to_numpy(sw) > 0)
+    fraction = plan.fraction
     n_val = int(math.ceil(fraction * positive.shape[0]))
     if n_val < 1 or positive.shape[0] - n_val < 2:
         raise ValueError(

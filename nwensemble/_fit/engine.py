@@ -14,8 +14,9 @@ from typing import Any, Optional
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from nwensemble._fit.config import SolverResult
+from nwensemble._fit.config import IterateObserver, SolverResult
 from nwensemble._fit.diversity import solve_with_diversity
+from nwensemble._fit.early_stopping import hold_out_plan
 from nwensemble._fit.embedding_start import start_with_codes
 from nwensemble._fit.local_fit import choose_readout, local_ridges
 from nwensemble._fit.solvers import choose_solver
@@ -197,12 +198,23 @@ def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
         )
     config.progress("start (bandwidths on a subsample)", start)
     W0 = begin.W
-    config = config.replace(row_scales=not begin.feature_scales)
-
     start = time.perf_counter()
     n_positive = int(np.count_nonzero(to_numpy(swt) > 0))
     solver = choose_solver(
         config.solver, n_positive, n_heads, embeddings=features.codes is not None
+    )
+    hold_out = hold_out_plan(
+        config.early_stopping,
+        config.validation_fraction,
+        n_positive=n_positive,
+        n_params=W0.size,
+        stochastic=solver.name == "adam",
+        choosing=config.diversity == "auto" and n_heads > 1,
+    )
+    config = config.replace(
+        row_scales=not begin.feature_scales,
+        hold_out=hold_out,
+        observer=IterateObserver(config.callback, n_heads, config.single_head),
     )
     fitted = solve_with_diversity(solver.solve, config, W0, Xt, Yt, swt, rng=rng, xp=xp)
     if fitted.at_max_iter:

@@ -55,7 +55,6 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     ``config.diversity``, minimised over each row of ``W`` as a scale times
     a direction (``row_scales.RowScales``) when ``config.row_scales``.
     """
-    p, k = W0.shape
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
     params = parameters(W0, config.row_scales)
@@ -63,10 +62,7 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
     def as_W(theta):
         return xp.asarray(params.projection(theta), dtype=Xs.dtype, device=device(Ys))
 
-    def callback(theta, n_iter):
-        config.callback(params.projection(theta), n_iter)
-
-    train, val, val_rows = split_validation(config, Xs, Ys, sw, p * k, rng=rng, xp=xp)
+    train, val, val_rows = split_validation(config.hold_out, Xs, Ys, sw, rng=rng, xp=xp)
     # One monitor for all stages: the held-out rows judge every iterate, and
     # each stage starts from the best one so far.
     monitor = None
@@ -110,7 +106,8 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
             fun,
             name=config.name,
             verbose=config.verbose,
-            callback=None if config.callback is None else callback,
+            observer=config.observer,
+            projection=params.projection,
             monitor=monitor,
             offset=n_iter,
             stage=label,

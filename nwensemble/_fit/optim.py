@@ -26,9 +26,11 @@ class LBFGSRun:
         Prefix of verbose lines (the estimator's class name).
     verbose : int
         Print one line per iteration when positive.
-    callback : callable or None
-        Called as ``callback(theta, n_iter)`` after every iteration, ``n_iter``
-        counting across all runs that share ``offset``.
+    observer : IterateObserver or None
+        Told of the projection ``projection(theta)`` after every iteration,
+        ``n_iter`` counting across all runs that share ``offset``.
+    projection : callable or None
+        The projection ``W`` of the parameters ``theta``.
     monitor : EarlyStopping or None
         Asked after every iteration whether to stop.
     offset : int
@@ -38,13 +40,23 @@ class LBFGSRun:
     """
 
     def __init__(
-        self, fun, *, name, verbose=0, callback=None, monitor=None, offset=0, stage=""
+        self,
+        fun,
+        *,
+        name,
+        verbose=0,
+        observer=None,
+        projection=None,
+        monitor=None,
+        offset=0,
+        stage="",
     ):
         self.fun = fun
         self.monitor = monitor
         self.name = name
         self.verbose = verbose
-        self.callback = callback
+        self.observer = observer
+        self.projection = projection
         self.offset = offset
         self.stage = stage
         self.loss_curve = []
@@ -72,8 +84,8 @@ class LBFGSRun:
                 f"elapsed={elapsed:.2f}s",
                 flush=True,
             )
-        if self.callback is not None:
-            self.callback(intermediate_result.x, n_iter)
+        if self.observer is not None and self.observer.watching:
+            self.observer.report(self.projection(intermediate_result.x), n_iter)
         if stop:
             # scipy ends the run and reports status 99, not a failure.
             raise StopIteration
