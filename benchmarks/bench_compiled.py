@@ -150,8 +150,8 @@ def section_train(args):
     from nwensemble._fit import loo_sweep
     from nwensemble._fit.loo_loss import loo_loss_and_grad
     from nwensemble._shared import compiled
-    from nwensemble._shared.backend import products_on_threads
     from nwensemble._shared.design import numbers_design
+    from nwensemble._shared.host_threads import products_on_threads
     from nwensemble._shared.kernels import KERNELS
 
     n = args.train_n

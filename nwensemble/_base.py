@@ -24,8 +24,8 @@ from nwensemble._atomic import atomic_fit
 from nwensemble._docstrings import fill_doc
 from nwensemble._fit.config import FitConfig
 from nwensemble._fit.engine import fit_heads
-from nwensemble._fit.local_fit import local_ridges
 from nwensemble._fit.optim import fit_threads
+from nwensemble._fitted_attributes import fitted_attributes
 from nwensemble._predict.combination import combine_heads
 from nwensemble._predict.intervals import interval_alpha
 from nwensemble._predict.predictor import NWPredictor
@@ -37,7 +37,6 @@ from nwensemble._shared.backend import (
     where,
 )
 from nwensemble._shared.kernels import KERNELS, resolve_kernel
-from nwensemble._table_attributes import table_attributes
 from nwensemble._validation import (
     as_float,
     as_table_rows,
@@ -214,28 +213,10 @@ class BaseNWRegressor(
             single_output=single_output,
         )
         self._device = self.device
-        n_heads, single = fitted.keys.n_heads, self._single_head
-        C = fitted.features.components(fitted.W, n_heads)
-        counts = fitted.loo.fallback_counts
-        self.components_ = C[0, ...] if single else C
-        for name, value in table_attributes(
-            fitted.features, fitted.W, n_heads=n_heads, single_head=single
+        for name, value in fitted_attributes(
+            fitted, self.predictor_, loo, single_head=self._single_head
         ).items():
             setattr(self, name, value)
-        self.n_support_fallback_ = int(counts[0]) if single else counts
-        self.n_iter_ = fitted.solver.n_iter
-        self.n_fev_ = fitted.solver.n_fev
-        self.loss_curve_ = fitted.solver.loss_curve
-        self.duplicate_weight_ = combination.duplicate_weight
-        self.local_ridge_ = local_ridges(fitted.keys.readout)
-        self.loo_prediction_ = self.predictor_.output(loo)
-        calibration = combination.calibration
-        self.calibration_rows_ = self.predictor_.to_model(
-            calibration.rows[calibration.calibration]
-        )
-        self.calibration_residuals_ = self.predictor_.output(
-            calibration.held_out_residuals()
-        )
         self._set_diagnostics(fitted)
         return self
 

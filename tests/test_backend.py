@@ -13,16 +13,18 @@ from threadpoolctl import threadpool_info
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._shared.backend import (
-    _PRODUCT_THREADS,
-    fixed_order_matmul,
     get_namespace,
     kth_smallest,
-    map_on_host_threads,
     move_to,
-    products_on_threads,
     row_major,
     same_namespace_or_raise,
     to_numpy,
+)
+from nwensemble._shared.host_threads import (
+    _PRODUCT_THREADS,
+    fixed_order_matmul,
+    map_on_host_threads,
+    products_on_threads,
 )
 
 

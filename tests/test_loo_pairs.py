@@ -12,7 +12,7 @@ from numpy.testing import assert_allclose
 
 from nwensemble._fit import loo_loss, loo_pairs, loo_sweep
 from nwensemble._shared import compiled
-from nwensemble._shared.backend import THREADED_SCORES, products_on_threads
+from nwensemble._shared.host_threads import THREADED_SCORES, products_on_threads
 from nwensemble._shared.kernels import KERNELS
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba disabled")

@@ -14,7 +14,7 @@ from nwensemble._fit.optim import (
     _other_blas_single_threaded,
     fit_threads,
 )
-from nwensemble._shared.backend import _PRODUCT_THREADS
+from nwensemble._shared.host_threads import _PRODUCT_THREADS
 
 
 def _threads():

@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from nwensemble._fit.loo_sweep import loo_sweep
 from nwensemble._shared.attention import log_weights
-from nwensemble._shared.backend import device, fixed_order_matmul, map_on_host_threads
+from nwensemble._shared.backend import device
+from nwensemble._shared.host_threads import fixed_order_matmul, map_on_host_threads
 from nwensemble._shared.passes import head_sum
 
 # Scores (rows x rows x heads) from which the heads' passes run on threads:

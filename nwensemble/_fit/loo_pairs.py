@@ -34,7 +34,7 @@ from nwensemble._fit.sweep_common import (
     rows_within,
 )
 from nwensemble._shared.attention import log_weights, underflow_row_sum
-from nwensemble._shared.backend import blas_single_threaded, map_on_host_threads
+from nwensemble._shared.host_threads import blas_single_threaded, map_on_host_threads
 
 # A strip's kernel values, all heads together, at most this many bytes (as
 # the row sweep's blocks: in a core's L2 between the strip's passes).

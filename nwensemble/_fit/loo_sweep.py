@@ -31,7 +31,7 @@ from nwensemble._shared.attention import (
     log_weights,
     underflow_row_sum,
 )
-from nwensemble._shared.backend import blas_single_threaded, map_on_host_threads
+from nwensemble._shared.host_threads import blas_single_threaded, map_on_host_threads
 
 # Weights of one block, all heads together, at most this many bytes: the
 # block stays in a core's L2 cache between its passes, and its products

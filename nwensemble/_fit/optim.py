@@ -12,7 +12,7 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from nwensemble._shared.backend import products_on_threads
+from nwensemble._shared.host_threads import products_on_threads
 
 
 class LBFGSRun:

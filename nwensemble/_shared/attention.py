@@ -24,11 +24,11 @@ from nwensemble._shared.backend import (
     eager_host,
     exp_inplace,
     fill_masked,
-    fixed_order_matmul,
     itemsize,
     maximum_inplace,
     workspace_buffer,
 )
+from nwensemble._shared.host_threads import fixed_order_matmul
 
 
 def set_diagonal(A, value, *, xp):

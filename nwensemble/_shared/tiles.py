@@ -15,23 +15,16 @@ on the host that row alone, the tile's other rows keeping their sums.
 import numpy as np
 
 from nwensemble._shared.attention import (
-    key_bias,
-    largest_safe_entry,
-    logit_floor,
     underflow_row_sum,
 )
 from nwensemble._shared.backend import (
-    THREADED_SCORES,
     device,
-    exp_inplace,
     itemsize,
-    map_on_host_threads,
-    matmul_into,
-    maximum_inplace,
     row_major,
     to_numpy,
     workspace_buffer,
 )
+from nwensemble._shared.host_threads import THREADED_SCORES, map_on_host_threads
 from nwensemble._shared.passes import (
     BlockPasses,
     HeadSums,
@@ -40,6 +33,7 @@ from nwensemble._shared.passes import (
     readout_columns,
     uniform_or,
 )
+from nwensemble._shared.tile_ops import logit_operands, tile, tile_exp
 
 # Tile shapes compared in the performance notes.
 _QUERY_TILE = 256
@@ -101,7 +95,7 @@ class TilePasses(BlockPasses):
 
         if m == 0:
             return blocked(slice(0, 0))
-        queries, operands, _ = self._operands(Q)
+        queries, operands, _ = logit_operands(self.keys, Q)
         if queries is None:  # a query far out: the blocks' stable path
             return blocked(slice(0, m))
         Y_aug = xp.concat([Y, xp.ones((n, 1), dtype=Y.dtype, device=dev)], axis=1)
@@ -111,14 +105,14 @@ class TilePasses(BlockPasses):
         def query_block(r0):
             r1 = min(r0 + _QUERY_TILE, m)
             left_out = None if exclude is None else exclude[r0:r1]
-            exp = self._tile_exp(Q.dtype, left_out)
+            exp = tile_exp(Q.dtype, left_out, xp=xp)
             nums = [None] * n_heads
             G = {}
             for c0 in range(0, n, _KEY_TILE):
                 c1 = min(c0 + _KEY_TILE, n)
                 tiles = []
                 for h in range(n_heads):
-                    A, nums[h] = _tile(
+                    A, nums[h] = tile(
                         queries[h][r0:r1, :],
                         operands[h],
                         Y_aug[c0:c1],
@@ -180,7 +174,7 @@ class TilePasses(BlockPasses):
         stable = sums.stable_tiles
         if m == 0:
             return est, xp.zeros((0,), dtype=Q.dtype, device=dev)
-        queries, operands, _ = self._operands(Q)
+        queries, operands, _ = logit_operands(self.keys, Q)
         ones = xp.ones((n, 1), dtype=Q.dtype, device=dev)
         lines = [
             row_major(xp.concat([ones, keys.head(h)], axis=1).T, xp=xp)
@@ -198,7 +192,7 @@ class TilePasses(BlockPasses):
                     alpha,
                     loo_rows=None if loo is None else loo[rows],
                 )[1]
-            exp = self._tile_exp(Q.dtype, None if exclude is None else exclude[rows])
+            exp = tile_exp(Q.dtype, None if exclude is None else exclude[rows], xp=xp)
             sq = None
             for c0 in range(0, n, _KEY_TILE):
                 c1 = min(c0 + _KEY_TILE, n)
@@ -278,7 +272,7 @@ class TilePasses(BlockPasses):
                 ]
                 for h, R in enumerate(columns)
             ]
-        queries, operands, biases = self._operands(Q)
+        queries, operands, biases = logit_operands(self.keys, Q)
         floor_sum = underflow_row_sum(Q.dtype, xp=xp)
         big = m * n * n_heads >= THREADED_SCORES
 
@@ -361,17 +355,17 @@ class TilePasses(BlockPasses):
 
     def _block_sums(self, q, operands, R, left_out, k0, num):
         """``num`` (None for none yet) plus ``E @ R`` for a block of queries
-        ``q`` (operands of ``_operands``) on the keys ``k0 : k0 + len(R)``,
-        whose readout columns are ``R`` (last column ones), tile by tile, the
-        weight of query ``r`` on key ``left_out[r]`` (a NumPy array, or
-        None) zero."""
+        ``q`` (operands of ``tile_ops.logit_operands``) on the keys ``k0 :
+        k0 + len(R)``, whose readout columns are ``R`` (last column ones),
+        tile by tile, the weight of query ``r`` on key ``left_out[r]`` (a
+        NumPy array, or None) zero."""
         xp = self.keys.xp
         k1 = k0 + R.shape[0]
         buf = workspace_buffer({}, (q.shape[0], _KEY_TILE), q, xp=xp)
-        exp = self._tile_exp(q.dtype, left_out)
+        exp = tile_exp(q.dtype, left_out, xp=xp)
         for c0 in range(k0, k1, _KEY_TILE):
             c1 = min(c0 + _KEY_TILE, k1)
-            _, num = _tile(
+            _, num = tile(
                 q,
                 operands,
                 R[c0 - k0 : c1 - k0],
@@ -384,65 +378,12 @@ class TilePasses(BlockPasses):
             )
         return num
 
-    def _tile_exp(self, dtype, left_out):
-        """A function ``exp(A, c0)``: the tile of logits ``A``, which starts
-        at key ``c0``, exponentiated in place, with the weight of query ``r``
-        on key ``left_out[r]`` (a NumPy array, or None) set to zero."""
-        xp = self.keys.xp
-        clamp = _clamp(dtype, xp=xp)
-
-        def exp(A, c0):
-            if clamp is not None:
-                A = maximum_inplace(A, clamp, xp=xp)
-            A = exp_inplace(A, xp=xp)
-            if left_out is not None:
-                c1 = c0 + A.shape[1]
-                inside = (left_out >= c0) & (left_out < c1)
-                if inside.any():
-                    dev = device(A)
-                    cols = xp.arange(c0, c1, device=dev)
-                    own = xp.asarray(np.where(inside, left_out, -1), device=dev)
-                    zero = xp.asarray(0.0, dtype=A.dtype, device=dev)
-                    A = xp.where(cols[None, :] == own[:, None], zero, A)
-            return A
-
-        return exp
-
     def _queries(self, Q, loo_rows):
         """``(Q, exclude)``: with ``loo_rows``, the training rows themselves as
         queries, each excluding its own key (a NumPy index array)."""
         if loo_rows is None:
             return Q, None
         return self.keys.xp.take(self.keys.Z, loo_rows, axis=0), np.asarray(loo_rows)
-
-    def _operands(self, Q):
-        """Per head, the key biases and the operands whose product is the
-        softmax logit: queries ``[q, 1, -|q|^2 / 2]`` and transposed keys
-        ``[z, bias, 1]``. Returns ``(queries, keys, biases)``, with
-        ``queries`` and ``keys`` None when some query is so far out that its
-        squared norm could overflow (those take the stable paths). ``Q`` has
-        at least a row."""
-        keys = self.keys
-        xp, n_heads = keys.xp, keys.n_heads
-        m, n = Q.shape[0], keys.n_samples
-        d = keys.head_dim
-        dev = device(keys.Z)
-        far = float(xp.max(xp.abs(Q))) > largest_safe_entry(Q[:, :d], xp=xp)
-        queries, operands, biases = [], [], []
-        for h in range(n_heads):
-            Qh, Zh = Q[:, h * d : (h + 1) * d], keys.head(h)
-            bias = key_bias(Zh, keys.log_sw, xp=xp)
-            biases.append(bias)
-            if far:
-                continue
-            norms = -0.5 * xp.sum(Qh * Qh, axis=1, keepdims=True)
-            ones = xp.ones((m, 1), dtype=Q.dtype, device=dev)
-            queries.append(xp.concat([Qh, ones, norms], axis=1))
-            k_ones = xp.ones((n, 1), dtype=Zh.dtype, device=dev)
-            operands.append(
-                row_major(xp.concat([Zh, bias[:, None], k_ones], axis=1).T, xp=xp)
-            )
-        return (None, None, biases) if far else (queries, operands, biases)
 
 
 def _keys_per_chunk(keys):
@@ -457,19 +398,3 @@ def _keys_per_chunk(keys):
     size = itemsize(keys.Y.dtype, xp=keys.xp)
     tiles = _CHUNK_BYTES // (per_key * size * _KEY_TILE)
     return max(1, tiles) * _KEY_TILE
-
-
-def _clamp(dtype, *, xp):
-    """Where float64 logits are clamped before the exp (see
-    ``attention._exp_logits``: subnormals); None for float32."""
-    return logit_floor(dtype, xp=xp) if dtype == xp.float64 else None
-
-
-def _tile(q, operands, R, c0, c1, num, *, exp, xp, out=None):
-    """One tile: ``A``, the exponentiated logits of queries ``q`` on keys
-    ``c0:c1`` (operands of ``TilePasses._operands``; ``exp`` from
-    ``TilePasses._tile_exp``), and ``num`` (None at the first tile) plus
-    ``A @ R``, ``R`` the columns of those keys."""
-    A = exp(matmul_into(q, operands[:, c0:c1], out, xp=xp), c0)
-    part = A @ R
-    return A, part if num is None else num + part

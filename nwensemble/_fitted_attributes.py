@@ -1,10 +1,40 @@
-"""The fitted attributes that describe a table's categorical features and
-missing values: the levels seen, and where the heads put them."""
+"""The fitted attributes every NW estimator sets from its fit: the
+projections, the solver's record, the leave-one-out predictions and the
+intervals' calibration, and those that describe a table's categorical
+features and missing values (the levels seen, where the heads put them)."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from nwensemble._fit.local_fit import local_ridges
 from nwensemble._shared.backend import device, namespace_of
+
+
+def fitted_attributes(fitted, predictor, loo, *, single_head):
+    """The fitted attributes shared by the estimators (see their
+    docstrings), as a dict, from ``fitted`` (``engine.FittedHeads``), the
+    ``predictor`` built from it and the combined leave-one-out predictions
+    ``loo``; ``single_head``: ``components_`` of one head, 2-d."""
+    n_heads = fitted.keys.n_heads
+    C = fitted.features.components(fitted.W, n_heads)
+    counts = fitted.loo.fallback_counts
+    combination = predictor.combination
+    calibration = combination.calibration
+    return dict(
+        components_=C[0, ...] if single_head else C,
+        **table_attributes(
+            fitted.features, fitted.W, n_heads=n_heads, single_head=single_head
+        ),
+        n_support_fallback_=int(counts[0]) if single_head else counts,
+        n_iter_=fitted.solver.n_iter,
+        n_fev_=fitted.solver.n_fev,
+        loss_curve_=fitted.solver.loss_curve,
+        duplicate_weight_=combination.duplicate_weight,
+        local_ridge_=local_ridges(fitted.keys.readout),
+        loo_prediction_=predictor.output(loo),
+        calibration_rows_=predictor.to_model(calibration.rows[calibration.calibration]),
+        calibration_residuals_=predictor.output(calibration.held_out_residuals()),
+    )
 
 
 def table_attributes(features, W, *, n_heads, single_head):
