@@ -2,7 +2,7 @@
 evaluation, and the kernels' compile and load time.
 
 Every figure is measured side by side in one run: the compiled kernels and
-NumPy's path alternate (``nwensemble._shared.compiled.ENABLED``), repeat by
+NumPy's path alternate (``nwensemble._shared.numba_kernels.ENABLED``), repeat by
 repeat, and the medians are printed with their ratio.
 
 Sections:
@@ -79,7 +79,7 @@ def alternate(runs, repeats):
 
 
 def section_exp(args):
-    from nwensemble._shared import compiled
+    from nwensemble._shared import numba_kernels as compiled
 
     a = -np.random.default_rng(0).uniform(0, 80, 1 << 26).astype(np.float32)
     out = np.empty_like(a)
@@ -106,7 +106,7 @@ def section_exp(args):
 
 def section_predict(args, numpy_exp=None):
     from nwensemble import MultiHeadNWRegressor
-    from nwensemble._shared import compiled
+    from nwensemble._shared import numba_kernels as compiled
 
     print("\n== predict, softmax, 4 heads x 4 dims, float32: G evaluations/s")
     for n, local_fit in itertools.product(args.sizes, ("constant", "linear")):
@@ -149,7 +149,7 @@ def section_train(args):
 
     from nwensemble._fit import loo_sweep
     from nwensemble._fit.loo_loss import loo_loss_and_grad
-    from nwensemble._shared import compiled
+    from nwensemble._shared import numba_kernels as compiled
     from nwensemble._shared.design import numbers_design
     from nwensemble._shared.host_threads import products_on_threads
     from nwensemble._shared.kernels import KERNELS

@@ -24,7 +24,7 @@ from nwensemble._atomic import atomic_fit
 from nwensemble._docstrings import fill_doc
 from nwensemble._fit.config import FitConfig
 from nwensemble._fit.engine import fit_heads
-from nwensemble._fit.optim import fit_threads
+from nwensemble._fit.lbfgs_run import fit_threads
 from nwensemble._fitted_attributes import fitted_attributes
 from nwensemble._predict.combination import combine_heads
 from nwensemble._predict.intervals import interval_alpha

@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from nwensemble._allocation_search import search_by_folds, search_by_loo
 from nwensemble._atomic import atomic_fit
-from nwensemble._chosen_model import ChosenModelMixin
+from nwensemble._best_estimator_proxy import ChosenModelMixin
 from nwensemble._fit.allocation import (
     candidate_allocations,
     check_budget,

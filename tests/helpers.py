@@ -43,7 +43,7 @@ def host_and_blocks(monkeypatch, Z, Y, sw, **options):
     """``(host, blocks)``: the objective ``loo_loss_and_grad_z`` through the
     host's compiled sweeps and through the (n, n) blocks of NumPy's path."""
     from nwensemble._fit import loo_loss
-    from nwensemble._shared import compiled
+    from nwensemble._shared import numba_kernels as compiled
     from nwensemble._shared.kernels import KERNELS
 
     kw = dict(xp=np, kernel=KERNELS["softmax"], **options)

@@ -10,7 +10,7 @@ from helpers import assert_objective_close, host_and_blocks, loo_problem
 from numpy.testing import assert_allclose
 
 from nwensemble._fit import loo_loss, loo_sweep
-from nwensemble._shared import compiled
+from nwensemble._shared import numba_kernels as compiled
 from nwensemble._shared.host_threads import products_on_threads
 from nwensemble._shared.kernels import KERNELS
 

@@ -3,7 +3,7 @@ refitted and compared with the outputs recorded before issue 16's restructure.
 
 Tolerances, relative to each array's largest entry: 1e-5 in float32; 1e-9
 in float64, where the recording was made with NumPy's exp and the fits now
-run the compiled one (``_shared/compiled.py``), which differs from it by up
+run the compiled one (``_shared/numba_kernels.py``), which differs from it by up
 to an ulp per weight: through the optimiser's iterations that moved the
 outputs by at most 5e-12. A change of algorithm moves them by far more.
 

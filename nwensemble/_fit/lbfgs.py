@@ -7,8 +7,8 @@ import numpy as np
 
 from nwensemble._fit.config import SolverResult
 from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
+from nwensemble._fit.lbfgs_run import LBFGSRun
 from nwensemble._fit.loo_loss import loo_loss_and_grad
-from nwensemble._fit.optim import LBFGSRun
 from nwensemble._fit.precision import loss_rows
 from nwensemble._fit.row_scales import parameters
 from nwensemble._shared.backend import device, to_numpy

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from nwensemble._fit.loo_pairs import loo_pairs
-from nwensemble._fit.sweep_common import (
+from nwensemble._fit.sweep_ensemble_loss import (
     add_in_order,
     chunk_count,
     ensemble_loss,

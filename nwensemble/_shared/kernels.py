@@ -30,10 +30,10 @@ from functools import partial
 
 import numpy as np
 
-from nwensemble._shared import compiled
+from nwensemble._shared import numba_kernels
 from nwensemble._shared.attention import attend, attend_compact, key_bias
 from nwensemble._shared.backend import eager_host, maximum_inplace, takes_out
-from nwensemble._shared.compiled_passes import CompiledTilePasses
+from nwensemble._shared.numba_tile_passes import CompiledTilePasses
 from nwensemble._shared.passes import BlockPasses
 from nwensemble._shared.radius_search import (
     RadiusSearchPasses,
@@ -83,7 +83,7 @@ class Kernel:
         return keys
 
     def host_kernels(self, xp):
-        """The compiled kernels (the ``compiled`` module) that the kernel's
+        """The compiled kernels (the ``numba_kernels`` module) that the kernel's
         passes and training objective use for arrays of ``xp``, or None: the
         one place that decides whether they run."""
         return None
@@ -147,7 +147,7 @@ class Softmax(Kernel):
         return TilePasses(keys)
 
     def host_kernels(self, xp):
-        return compiled if compiled.available() and eager_host(xp) else None
+        return numba_kernels if numba_kernels.available() and eager_host(xp) else None
 
     def keys(self, Z, log_sw, *, xp):
         # The log weights ride in the per-key logit offset.

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor
-from nwensemble._chosen_model import FORWARDED_ATTRIBUTES, NOT_FORWARDED
+from nwensemble._best_estimator_proxy import FORWARDED_ATTRIBUTES, NOT_FORWARDED
 
 
 def _numbers():

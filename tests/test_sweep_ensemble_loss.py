@@ -4,7 +4,7 @@ estimates and its derivative, the chunks and the rows of a block."""
 import numpy as np
 import pytest
 
-from nwensemble._fit.sweep_common import (
+from nwensemble._fit.sweep_ensemble_loss import (
     add_in_order,
     chunk_count,
     ensemble_loss,

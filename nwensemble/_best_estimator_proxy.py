@@ -11,7 +11,7 @@ from nwensemble._wrapper import WrapperMixin
 
 # The chosen model's fitted attributes the allocator reads as its own, as
 # HeadAllocator's docstring lists them; every other fitted attribute of the
-# chosen model is in NOT_FORWARDED (tests/test_chosen_model.py checks both
+# chosen model is in NOT_FORWARDED (tests/test_best_estimator_proxy.py checks both
 # against a fitted model).
 FORWARDED_ATTRIBUTES = (
     "components_ hdi_ bvc_decomposition_ head_weights_ head_correlation_ "

@@ -8,7 +8,7 @@ from sklearn.datasets import make_friedman1
 from threadpoolctl import threadpool_info
 
 from nwensemble import NWAttentionRegressor
-from nwensemble._fit.optim import (
+from nwensemble._fit.lbfgs_run import (
     BlasThreads,
     LBFGSRun,
     _other_blas_single_threaded,

@@ -1,12 +1,12 @@
 """The softmax kernel's passes on the host through compiled kernels (see
-``compiled``): the tiles exponentiated by the compiled exp."""
+``numba_kernels``): the tiles exponentiated by the compiled exp."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numpy as np
 
-from nwensemble._shared import compiled
+from nwensemble._shared import numba_kernels
 from nwensemble._shared.tiles import TilePasses
 
 
@@ -18,7 +18,7 @@ class CompiledTilePasses(TilePasses):
 
     def _tile_exp(self, dtype, left_out):
         def exp(A, c0):
-            return compiled.exp_tile(A, _own(left_out, A.shape[0]), c0)
+            return numba_kernels.exp_tile(A, _own(left_out, A.shape[0]), c0)
 
         return exp
 

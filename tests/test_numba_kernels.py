@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from nwensemble._shared import compiled
+from nwensemble._shared import numba_kernels as compiled
 from nwensemble._shared.attention import log_weights
-from nwensemble._shared.compiled_passes import CompiledTilePasses
 from nwensemble._shared.kernels import KERNELS
 from nwensemble._shared.keys import Keys
+from nwensemble._shared.numba_tile_passes import CompiledTilePasses
 from nwensemble._shared.tiles import TilePasses
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba disabled")
