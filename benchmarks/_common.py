@@ -49,8 +49,9 @@ def in_child(module, function, *args, env=None):
     JSON-able data) run in a fresh interpreter, so that its memory and its
     imports are its own; its result."""
     here = os.path.dirname(os.path.abspath(__file__))
+    levers = os.path.join(here, "levers")
     code = (
-        f"import json, sys; sys.path.insert(0, {here!r}); import {module}; "
+        f"import json, sys; sys.path[:0] = [{here!r}, {levers!r}]; import {module}; "
         f"print(json.dumps({module}.{function}(*{args!r})))"
     )
     out = subprocess.run(

@@ -55,7 +55,7 @@ for kernel in KERNELS:
 # so at these sizes it wins); a compact kernel's radius search only visits
 # the rows in the support, whose share shrinks as ``n`` grows, so the gap
 # closes. At 50 000 training rows and queries, with four heads,
-# ``benchmarks/bench_kernels.py`` measured the Epanechnikov kernel at 0.28 of
+# ``benchmarks/levers/bench_kernels.py`` measured the Epanechnikov kernel at 0.28 of
 # softmax's time.
 sizes = [2000, 8000, 20000]
 times = {k: [] for k in ("softmax", "epanechnikov")}

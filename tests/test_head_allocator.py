@@ -215,7 +215,7 @@ def test_leave_one_out_chooses_like_five_fold_cv_and_is_optimistic():
     its best on Friedman #1 (600 rows, budget 16), and scores every candidate
     higher than the folds do: the projections were learned on the rows it
     scores. The candidates there are within 0.01 of each other, so the two
-    need not pick the same one (benchmarks/bench_allocator.py)."""
+    need not pick the same one (benchmarks/levers/bench_allocator.py)."""
     X, y = make_friedman1(n_samples=600, noise=1.0, random_state=1)
     est = MultiHeadNWRegressor(random_state=0, bvc_resamples=0, local_fit="constant")
     loo = HeadAllocator(est, budget=16, cv=None).fit(X, y)

@@ -6,7 +6,7 @@ seeds), the Head Diversity Index, the BVC parts on the training rows and the
 median fit time, for one head x 2 dims, four heads x 2 dims with
 ``diversity`` 0 and ``'auto'``, and one full-rank head.
 
-Run: ``python benchmarks/bench_multi_head.py [--seeds 5]``
+Run: ``python benchmarks/levers/bench_multi_head.py [--seeds 5]``
 """
 
 import argparse

@@ -21,7 +21,7 @@ whatever the features, and on Adam from 2048 rows whatever the features
 
 This is a measurement script: it patches the private solvers module.
 
-Run: ``python benchmarks/bench_solver_switch.py [--at 10000] [--seeds 0 1]
+Run: ``python benchmarks/levers/bench_solver_switch.py [--at 10000] [--seeds 0 1]
 [--mixed [--variants library lbfgs adam]]``
 """
 
@@ -31,7 +31,9 @@ import os
 import sys
 from unittest import mock
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

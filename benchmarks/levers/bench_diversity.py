@@ -20,25 +20,30 @@ in ``diversity`` (the weight of the heads' ambiguity, see the user guide):
 
 Tasks run in ``--jobs`` processes with one BLAS thread each.
 
-Run: ``python benchmarks/bench_diversity.py [--sections regimes tabular]
+Run: ``python benchmarks/levers/bench_diversity.py [--sections regimes tabular]
 [--seeds 10] [--data ../shared/data] [--markdown diversity.md]``
 """
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
-from _common import cpu_line
 from joblib import Parallel, delayed
 from sklearn.datasets import make_friedman1
 from sklearn.model_selection import KFold
-from tabular import load_sets
 from threadpoolctl import threadpool_limits
 
 from nwensemble import MultiHeadNWRegressor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, HERE)
+from _common import cpu_line  # noqa: E402
+from tabular import load_sets  # noqa: E402
+
 SETTINGS = (0.0, -0.5, -1.0, "auto")
 # (noise, n, n_heads, head_dim): three where the regime map found gains (the
 # last one trains on every row at diversity=0: no early stopping), one

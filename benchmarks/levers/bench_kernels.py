@@ -8,17 +8,21 @@ bandwidth or radius). Prints the median predict time of ``--repeats`` runs,
 its ratio to softmax in the same run, the non-zero weights per query and
 head, and the test RMSE.
 
-Run: ``python benchmarks/bench_kernels.py [--n 50000] [--repeats 3]``
+Run: ``python benchmarks/levers/bench_kernels.py [--n 50000] [--repeats 3]``
 """
 
+import os
+import sys
 import time
 
 import numpy as np
-from _common import benchmark_parser
 from sklearn.datasets import make_friedman1
 from threadpoolctl import threadpool_info
 
 from nwensemble import MultiHeadNWRegressor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import benchmark_parser  # noqa: E402
 
 KERNELS = ("softmax", "epanechnikov", "biweight", "triweight")
 

@@ -31,7 +31,7 @@ allocation refitted with ``n_members='auto'`` members) with
 ``--min-rows`` and ``--folds N`` (the first N folds) measure the larger
 tables at a bearable cost.
 
-Run: ``python benchmarks/bench_members.py [--members 4] [--heads 1 4]
+Run: ``python benchmarks/levers/bench_members.py [--members 4] [--heads 1 4]
 [--max-rows 2000] [--min-rows 0] [--mixed] [--folds 5] [--allocator]``
 """
 
@@ -46,7 +46,9 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -6,18 +6,22 @@ never triggers: ``n_iter_no_change`` equals the epochs). Prints the median
 fit time at each n, the ratio to the smallest n (linear time gives the ratio
 of the sizes), and the test RMSE on 2000 held-out rows.
 
-Run: ``python benchmarks/bench_stochastic.py [--sizes 10000 100000] [--epochs 5]``
+Run: ``python benchmarks/levers/bench_stochastic.py [--sizes 10000 100000] [--epochs 5]``
 """
 
+import os
+import sys
 import time
 import warnings
 
 import numpy as np
-from _common import benchmark_parser
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
 from nwensemble import MultiHeadNWRegressor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import benchmark_parser  # noqa: E402
 
 
 def main():

@@ -6,7 +6,7 @@ the wall time of each, the speed-up, the Spearman correlation of their
 candidate scores, the two choices and the 5-fold score of the leave-one-out
 choice against the best 5-fold score. Times are medians of ``--repeats`` runs.
 
-Run: ``python benchmarks/bench_allocator.py [--repeats 3]``
+Run: ``python benchmarks/levers/bench_allocator.py [--repeats 3]``
 """
 
 import argparse

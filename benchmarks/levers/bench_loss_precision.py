@@ -18,10 +18,10 @@ at each of ``--sizes`` rows, in turn, medians of ``--repeats``.
 
 This is a measurement script: it patches private modules.
 
-Run: ``python benchmarks/bench_loss_precision.py [--folds 5]
+Run: ``python benchmarks/levers/bench_loss_precision.py [--folds 5]
 [--models MultiHeadNW NWAttention ResidualStage] [--min-rows 5000]
 [--from-rows 2048 1024] [--seeds 0]``, ``python
-benchmarks/bench_loss_precision.py --evaluations [--sizes 256 512 ...]``
+benchmarks/levers/bench_loss_precision.py --evaluations [--sizes 256 512 ...]``
 """
 
 import argparse
@@ -33,7 +33,9 @@ from unittest import mock
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -31,7 +31,7 @@ missing cells, each with the models' ``random_state`` set to the draw's
 number (the folds stay the same), and averages: one draw of a small
 table's missing cells moves its RMSE by several per cent.
 
-Run: ``python benchmarks/bench_missing_values.py [--data ../shared/data]
+Run: ``python benchmarks/levers/bench_missing_values.py [--data ../shared/data]
 [--sets NAME ...] [--seeds N]``
 """
 
@@ -47,7 +47,9 @@ from sklearn.impute import SimpleImputer
 from sklearn.model_selection import KFold
 from sklearn.pipeline import make_pipeline
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

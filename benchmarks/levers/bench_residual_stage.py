@@ -34,7 +34,7 @@ ratios to their first stage. ``--coverage`` adds, per model, the mean
 coverage and width of ``predict_interval(confidence_level=0.9)`` on the
 test rows (the first stage's jackknife+, the sum's jackknife).
 
-Run: ``python benchmarks/bench_residual_stage.py [--part cv|uci] [--sets
+Run: ``python benchmarks/levers/bench_residual_stage.py [--part cv|uci] [--sets
 ...] [--first default NWAttention MultiHeadNW HeadAllocator] [--stages
 default unweighted auto held-out] [--coverage]``
 """
@@ -49,7 +49,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -27,7 +27,7 @@ Prints per table the mean test RMSE of ``ResidualStageRegressor()`` and
 each variant's ratio to it (the choices' count of folds that took the
 sum), then the geometric means.
 
-Run: ``python benchmarks/bench_linear_term.py [--sets ...] [--folds 5]
+Run: ``python benchmarks/levers/bench_linear_term.py [--sets ...] [--folds 5]
 [--seeds 0] [--scaler power]``
 """
 
@@ -45,7 +45,9 @@ from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, PowerTransformer, StandardScaler
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -24,7 +24,7 @@ it starts from).
 This is a measurement script, not a feature of the library: it reaches into
 the fitted model (``predictor_``) for the feature map and the projection.
 
-Run: ``python benchmarks/bench_piecewise.py [--bins 4 8 16] [--max-rows 5000]``
+Run: ``python benchmarks/levers/bench_piecewise.py [--bins 4 8 16] [--max-rows 5000]``
 """
 
 import argparse
@@ -38,7 +38,9 @@ import numpy as np
 from sklearn.datasets import make_friedman1
 from sklearn.model_selection import KFold
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

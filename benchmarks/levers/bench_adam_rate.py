@@ -26,7 +26,7 @@ all, as before the monitor had its own rows).
 
 This is a measurement script: it patches the private Adam module.
 
-Run: ``python benchmarks/bench_adam_rate.py [--rates 0.02 0.04 0.08 |
+Run: ``python benchmarks/levers/bench_adam_rate.py [--rates 0.02 0.04 0.08 |
 --monitor-rows 1000 500]
 [--folds 3] [--seeds 0 1] [--models MultiHeadNW] [--min-rows 5000]
 [--friedman [--sizes 3000 5000 10000]]``
@@ -40,7 +40,9 @@ from unittest import mock
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -26,7 +26,7 @@ geometric means.
 
 This is a measurement script: it patches the private start module.
 
-Run: ``python benchmarks/bench_start_choice.py [--seeds 8] [--max-rows 5000]``
+Run: ``python benchmarks/levers/bench_start_choice.py [--seeds 8] [--max-rows 5000]``
 """
 
 import argparse
@@ -37,7 +37,9 @@ import sys
 import numpy as np
 import pandas as pd
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

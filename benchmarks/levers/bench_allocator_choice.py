@@ -24,7 +24,7 @@ budget allows it). Rules:
 ``--save FILE`` keeps the records (JSON) and ``--load FILE`` re-prints the
 rules from them without fitting.
 
-Run: ``python benchmarks/bench_allocator_choice.py [--data ../shared/data]
+Run: ``python benchmarks/levers/bench_allocator_choice.py [--data ../shared/data]
 [--sets concrete yacht_hydrodynamics] [--save choice.json]``
 """
 
@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_accuracy import numeric_sets  # noqa: E402
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor  # noqa: E402
@@ -121,7 +121,7 @@ def report(all_records):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument(
         "--data", default=os.path.join(here, "..", "..", "shared", "data")
     )

@@ -23,7 +23,7 @@ summed as on a device (the codes sorted, a running sum; see
 ``_shared/design.py``) instead of the host's sparse one-hot product, in
 turn on each fold: it patches a private module.
 
-Run: ``python benchmarks/bench_wide_table.py [--seeds 1] [--folds 5]
+Run: ``python benchmarks/levers/bench_wide_table.py [--seeds 1] [--folds 5]
 [--sorted-sums]``
 """
 
@@ -38,7 +38,9 @@ import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.model_selection import KFold
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -14,7 +14,7 @@ rounding, as its evaluations took two BLAS threads where that was faster).
 
 This is a measurement script: it patches the private loss module.
 
-Run: ``python benchmarks/bench_head_threads.py [--folds 2] [--min-rows 1000]
+Run: ``python benchmarks/levers/bench_head_threads.py [--folds 2] [--min-rows 1000]
 [--models MultiHeadNW]``
 """
 
@@ -26,7 +26,9 @@ from unittest import mock
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 

@@ -8,7 +8,7 @@ ratio of the two. Then the model with categories predicts rows whose levels
 it never saw. ``MultiHeadNWRegressor(max_iter=...)`` (Adam above 4096 rows):
 the peak is reached in the first epoch, so a few epochs measure it.
 
-Run: ``python benchmarks/bench_table_memory.py [--rows 100000] [--max-iter 2]``
+Run: ``python benchmarks/levers/bench_table_memory.py [--rows 100000] [--max-iter 2]``
 """
 
 import os
@@ -17,7 +17,9 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The user-facing benchmarks' folder: _common, tabular and the shared data
+# sit beside and above it.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
