@@ -33,9 +33,9 @@ Which to start with on a new table: ResidualStageRegressor(). One head
 2048 rows) and a second attention stage fitted to its leave-one-out
 residuals, the two added as boosting adds trees: it shares an effect along
 one feature across neighbourhoods, which one head's local average cannot.
-It is the most accurate of these on average over the benchmark tables (the
-documentation's benchmarks page compares them with CatBoost), not on every
-table: cross-validate on yours, as above.
+The documentation's benchmarks page compares these models with gradient
+boosting table by table; no model wins on every table: cross-validate on
+yours, as above.
 HeadAllocator() chooses between one head, four heads and larger heads by
 their leave-one-out error; for the fastest fit, NWAttentionRegressor().
 Several heads win where features act jointly and lose badly where the

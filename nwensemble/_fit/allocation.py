@@ -63,8 +63,7 @@ def candidate_allocations(n_samples, n_features, budget, smoothness):
 
     Larger heads and one wide head, because that is where the rule misses
     (a target that grows steeply along one feature wants one wide head);
-    smaller heads and the rule's neighbours cost more fits and won nowhere
-    (the user guide's "Strategies" has the measurement).
+    the user guide's "Strategies" weighs the other candidates.
     """
     check_budget(budget)
     max_dim = max(min(n_features, budget), 1)

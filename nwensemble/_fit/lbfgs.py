@@ -16,8 +16,8 @@ from nwensemble._shared.rows import subsample
 
 # Coarse-to-fine fitting of one head: above twice this many rows, L-BFGS
 # first runs on a random subsample of this size, then refines on all rows
-# from there. Several heads fit on all rows from the start: from a subsample
-# they ended in worse optima, at no saving of time (see the user guide).
+# from there. Several heads fit on all rows from the start: a subsample's
+# optimum is a worse start for them (the user guide has the measurement).
 COARSE_SIZE = 1024
 # After a subsample stage, the all-rows stage runs at most this many
 # iterations: more cost time and gained little (performance notes).

@@ -32,8 +32,8 @@ _SCALE_GRID = 2.0 ** np.arange(-2.0, 6.5, 0.5)
 # L-BFGS-B's first steps can land a direction at the grid's narrowest, where
 # each row attends to its nearest neighbour alone, the gradient vanishes and
 # the full fit stalls (narrowing further, where it pays, is the full fit's
-# job). Random directions and principal axes keep one scale per head (their
-# own scales did worse; see the user guide).
+# job). Random directions and principal axes keep one scale per head (why:
+# the user guide).
 _DIRECTION_MAX_ITER = 10
 _DIRECTION_RANGE = 3.0
 _DIRECTION_NARROWEST = 8.0
@@ -50,9 +50,9 @@ def default_head_dim(n_samples, n_features, n_heads):
     """``head_dim=None``: all features for one head; for several, the
     allocation rule's ``floor(log(n / 10))`` (smoothness 1), within [1, p].
 
-    Sharing the features out instead (``p // H``) left heads of one or two
-    dimensions on the low-dimensional tabular sets, and did worse there (see
-    the user guide's performance notes).
+    Sharing the features out instead (``p // H``) would leave heads of one
+    or two dimensions on low-dimensional tables (the user guide's
+    performance notes weigh it).
     """
     if n_heads == 1:
         return n_features

@@ -65,10 +65,9 @@ def fit_power(X, sw, *, rng):
     a = np.clip(a, -limit, limit)
     J = np.where(boxcox, a, np.sign(V) * a)
     few_values = np.array([np.unique(col).shape[0] < 3 for col in X.T])
-    # Symmetric features are left linear (warping Friedman #1's uniform
-    # features raised its test error): only features whose weighted skewness
-    # exceeds _SKEW_TO_WARP in size are warped, and only theirs search the
-    # grid.
+    # A warp is for skewed features: symmetric ones are left linear (the
+    # user guide's NW attention page weighs it), so only features whose
+    # weighted skewness exceeds _SKEW_TO_WARP in size search the grid.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         centred = V - w @ V
         std = np.sqrt(w @ centred**2)
