@@ -104,12 +104,14 @@ class Namespace:
 
 
 # array_api_strict's second device catches arrays that silently land on the
-# default device (a stand-in for a GPU on machines without one). CuPy runs
-# the same tests where a GPU is present (``pytest -m gpu`` selects them) and
-# skips them with a reason elsewhere.
+# default device (a stand-in for a GPU on machines without one); it checks
+# all that the default device does, which therefore runs with the slow tests
+# only (``make test``, not ``make test-fast``). CuPy runs the same tests
+# where a GPU is present (``pytest -m gpu`` selects them) and skips them with
+# a reason elsewhere.
 NAMESPACES = [
     "numpy",
-    "array_api_strict",
+    pytest.param("array_api_strict", marks=pytest.mark.slow),
     "array_api_strict_device1",
     pytest.param("cupy", marks=pytest.mark.gpu),
 ]

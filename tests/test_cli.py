@@ -13,6 +13,7 @@ from nwensemble._cli import main
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
 
+@pytest.mark.slow
 def test_demo_prints_rmse_next_to_knn():
     """`nwensemble demo` prints CV RMSE for the models, the HDI and the BVC."""
     out = io.StringIO()
@@ -97,6 +98,7 @@ def test_demo_reads_a_file_without_header(tmp_path):
     assert "no header row" in text and "x0..x1" in text
 
 
+@pytest.mark.slow
 def test_demo_drops_a_saved_index_column(tmp_path):
     pd = pytest.importorskip("pandas")
     X, y = _rows(30, seed=1)
@@ -109,6 +111,7 @@ def test_demo_drops_a_saved_index_column(tmp_path):
     assert "a saved index, not a feature" in text
 
 
+@pytest.mark.slow
 def test_demo_reads_text_columns_and_empty_cells(tmp_path):
     rng = np.random.default_rng(2)
     lines = ["hp,origin,target"]
@@ -136,6 +139,7 @@ def test_demo_rejects_too_few_rows_for_the_folds(tmp_path, rows, cv):
         main(["demo", "--csv", str(path), "--cv", str(cv)])
 
 
+@pytest.mark.slow
 def test_demo_runs_on_the_fewest_rows_it_accepts(tmp_path):
     path = tmp_path / "seven.csv"
     path.write_text("a,b,target\n" + "".join(f"{i},{i % 3},{i}\n" for i in range(7)))

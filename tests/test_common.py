@@ -36,9 +36,17 @@ def _expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
+    [NWAttentionRegressor(), MultiHeadNWRegressor()],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    """Each estimator passes scikit-learn's common checks."""
+    check(estimator)
+
+
+@pytest.mark.slow
+@parametrize_with_checks(
     [
-        NWAttentionRegressor(),
-        MultiHeadNWRegressor(),
         NWAttentionRegressor(kernel="epanechnikov"),
         MultiHeadNWRegressor(n_heads=2, kernel="biweight"),
         # Computes in NumPy whatever the input (no array-API checks then).
@@ -49,8 +57,9 @@ def _expected_failed_checks(estimator):
     ],
     expected_failed_checks=_expected_failed_checks,
 )
-def test_sklearn_compatible_estimator(estimator, check):
-    """Each estimator passes scikit-learn's common checks."""
+def test_sklearn_compatible_variants_and_wrappers(estimator, check):
+    """The other kernels, a fixed device and the wrappers pass them too
+    (with the slow tests: ``make test``)."""
     check(estimator)
 
 

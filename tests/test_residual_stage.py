@@ -271,6 +271,7 @@ def test_adaptive_intervals_widen_where_the_noise_is_large():
         model.predict_interval(X_new[:2], method="cv+")
 
 
+@pytest.mark.slow
 def test_intervals_cover_new_rows():
     """About 90 % of new targets fall in the 90 % intervals (three draws
     of 1000 rows, each calibrating on the rows that some member of the

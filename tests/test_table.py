@@ -84,6 +84,7 @@ def test_relabelled_or_reordered_levels_give_the_same_predictions(make):
     n_levels=st.integers(2, 6),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_strings_category_and_codes_are_one_model(n_levels, seed):
     """A column given as strings, as ``category`` or as integer codes named
     in ``categorical_features`` gives the same model."""
