@@ -7,6 +7,7 @@ go through ``best_estimator_``."""
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from nwensemble._shared.backend import same_namespace_or_raise
 from nwensemble._wrapper import WrapperMixin
 
 # The chosen model's fitted attributes the allocator reads as its own, as
@@ -88,9 +89,14 @@ class ChosenModelMixin(WrapperMixin, TransformerMixin):
         return self.best_estimator_.local_error_scale(X)
 
     def _check_query(self, X, method):
-        """Validated query rows for the refitted best estimator."""
+        """``X`` for the refitted best estimator, which validates it: it was
+        fitted on the rows as the allocator received them (see
+        ``_fit_rows``), so its checks are the allocator's, made once."""
         self._check_refitted()
-        return self._validated_query(X, method)
+        # Only where the rows are (scikit-learn's checks want the allocator
+        # named); their contents are the chosen model's to check.
+        same_namespace_or_raise(X, self._fit_where, estimator=self, method=method)
+        return X
 
     def _check_refitted(self):
         """An error unless fitted with ``refit`` (a chosen model to ask)."""

@@ -354,6 +354,7 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
             y,
             sample_weight,
             categorical_features=getattr(base, "categorical_features", None),
+            as_given=True,
         )
         n, p = X.shape
         self.budget_ = self._budget(n, p)

@@ -14,7 +14,7 @@ from nwensemble._shared.backend import (
     to_host,
     where,
 )
-from nwensemble._shared.table import is_dataframe
+from nwensemble._shared.table import as_pandas, is_dataframe
 from nwensemble._validation import as_table_rows, reject_dates, validate_fit_data
 
 
@@ -45,16 +45,24 @@ def _named(X, names):
 class WrapperMixin:
     """For an estimator whose ``fit`` starts with ``_fit_rows``."""
 
-    def _fit_rows(self, X, y, sample_weight, *, categorical_features):
+    def _fit_rows(self, X, y, sample_weight, *, categorical_features, as_given=False):
         """``fit``'s preamble: ``X`` and ``y`` validated for the inner
         estimators (see ``validate_fit_data``; ``categorical_features`` the
         first inner estimator's), the queries' reference set
         (``_fit_where``, the training rows' ``backend.where``; ``_table``,
         whether they are a table to encode rather than a validated array),
-        and the inner fits' parameters. Returns ``X, y, fit_params``."""
+        and the inner fits' parameters. Returns ``X, y, fit_params``.
+
+        ``as_given``: a DataFrame goes to the inner estimators as it came,
+        so that they hold its column names and validate queries against
+        them (a wrapper that hands each query to one inner estimator then
+        need not validate it itself)."""
+        given = as_pandas(X)
         X, y, mask = validate_fit_data(
             self, X, y, categorical_features=categorical_features
         )
+        if as_given and is_dataframe(given):
+            X = given
         self._fit_where = where(X)
         self._table = mask is not None and bool(mask.any())
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}

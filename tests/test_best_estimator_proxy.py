@@ -53,3 +53,36 @@ def test_an_attribute_outside_the_list_is_not_read_through():
     ).fit(X, y)
     with pytest.raises(AttributeError, match="predictor_"):
         allocator.predictor_
+
+
+@pytest.mark.parametrize("data", [_numbers, _table], ids=["numbers", "table"])
+def test_a_query_is_validated_once_by_the_chosen_model(data, monkeypatch):
+    """The allocator hands a query to the chosen model, which was fitted on
+    the rows as the allocator got them: one validation, with the column
+    names of a frame checked there."""
+    import nwensemble._base as base
+    import nwensemble._wrapper as wrapper
+
+    X, y = data()
+    allocator = HeadAllocator(
+        MultiHeadNWRegressor(max_iter=3, random_state=0), budget=2
+    ).fit(X, y)
+    calls = []
+
+    def counting(module):
+        original = module.validate_data
+
+        def validate_data(estimator, *args, **kwargs):
+            calls.append(type(estimator).__name__)
+            return original(estimator, *args, **kwargs)
+
+        monkeypatch.setattr(module, "validate_data", validate_data)
+
+    counting(base)
+    counting(wrapper)
+    allocator.predict(X[:5])
+    assert calls == ["MultiHeadNWRegressor"]
+    if hasattr(X, "columns"):
+        renamed = X.rename(columns={"a": "z"})
+        with pytest.raises(ValueError, match="feature names should match"):
+            allocator.predict(renamed)

@@ -85,6 +85,32 @@ def test_compiled_passes_equal_numpy_tiles(monkeypatch, dtype, rtol):
         assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
 
 
+def test_compiled_passes_exponentiate_every_tile_with_the_compiled_exp(monkeypatch):
+    """Each pass of the compiled passes goes through ``exp_tile`` and none
+    through NumPy's exp: the equality above holds for either."""
+    import nwensemble._shared.tile_ops as tile_ops
+
+    keys = _keys(300, 3, 2, np.float32)
+    Q = np.random.default_rng(1).standard_normal((40, 6)).astype(np.float32)
+    compiled_tiles = []
+    original = compiled.exp_tile
+
+    def counting(A, own, c0):
+        compiled_tiles.append(A.shape)
+        return original(A, own, c0)
+
+    def numpy_exp(*args, **kwargs):
+        raise AssertionError("a compiled pass took NumPy's exp")
+
+    monkeypatch.setattr(compiled, "exp_tile", counting)
+    monkeypatch.setattr(tile_ops, "exp_inplace", numpy_exp)
+    fast = CompiledTilePasses(keys)
+    fast.estimates(Q, [0.5, 0.5])
+    fast.head_estimates(None, loo_rows=np.array([3, 7]))
+    fast.estimates_and_squared_spread(Q, [0.5, 0.5])
+    assert len(compiled_tiles) >= 3
+
+
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])
 def test_training_objective_equals_numpy(monkeypatch, dtype, rtol):
     """The leave-one-out loss and gradient with the compiled exp match the

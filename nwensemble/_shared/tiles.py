@@ -105,7 +105,7 @@ class TilePasses(BlockPasses):
         def query_block(r0):
             r1 = min(r0 + _QUERY_TILE, m)
             left_out = None if exclude is None else exclude[r0:r1]
-            exp = tile_exp(Q.dtype, left_out, xp=xp)
+            exp = self._tile_exp(Q.dtype, left_out)
             nums = [None] * n_heads
             G = {}
             for c0 in range(0, n, _KEY_TILE):
@@ -192,7 +192,7 @@ class TilePasses(BlockPasses):
                     alpha,
                     loo_rows=None if loo is None else loo[rows],
                 )[1]
-            exp = tile_exp(Q.dtype, None if exclude is None else exclude[rows], xp=xp)
+            exp = self._tile_exp(Q.dtype, None if exclude is None else exclude[rows])
             sq = None
             for c0 in range(0, n, _KEY_TILE):
                 c1 = min(c0 + _KEY_TILE, n)
@@ -362,7 +362,7 @@ class TilePasses(BlockPasses):
         xp = self.keys.xp
         k1 = k0 + R.shape[0]
         buf = workspace_buffer({}, (q.shape[0], _KEY_TILE), q, xp=xp)
-        exp = tile_exp(q.dtype, left_out, xp=xp)
+        exp = self._tile_exp(q.dtype, left_out)
         for c0 in range(k0, k1, _KEY_TILE):
             c1 = min(c0 + _KEY_TILE, k1)
             _, num = tile(
@@ -377,6 +377,11 @@ class TilePasses(BlockPasses):
                 out=None if buf is None else buf[:, : c1 - c0],
             )
         return num
+
+    def _tile_exp(self, dtype, left_out):
+        """A function ``exp(A, c0)`` that exponentiates a tile of logits in
+        place (see ``tile_ops.tile_exp``); the compiled passes override it."""
+        return tile_exp(dtype, left_out, xp=self.keys.xp)
 
     def _queries(self, Q, loo_rows):
         """``(Q, exclude)``: with ``loo_rows``, the training rows themselves as
