@@ -6,7 +6,8 @@ never triggers: ``n_iter_no_change`` equals the epochs). Prints the median
 fit time at each n, the ratio to the smallest n (linear time gives the ratio
 of the sizes), and the test RMSE on 2000 held-out rows.
 
-Run: ``python benchmarks/levers/bench_stochastic.py [--sizes 10000 100000] [--epochs 5]``
+Run: ``python benchmarks/levers/bench_stochastic.py [--sizes 10000 100000]
+[--epochs 5]``
 """
 
 import os
