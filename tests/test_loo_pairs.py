@@ -35,7 +35,7 @@ def spy(monkeypatch):
     return results
 
 
-# float32: as the compiled exp's objective against NumPy's (test_compiled).
+# float32: as the compiled exp's objective against NumPy's (test_numba_kernels).
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])
 @pytest.mark.parametrize(
     "n, d, n_heads, t, diversity",
