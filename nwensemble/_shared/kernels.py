@@ -90,7 +90,7 @@ class Kernel:
 
     def sweep_kernels(self, xp):
         """The compiled kernels on which the training objective runs as one
-        sweep over pairs of rows (``loo_sweep``), or None for the blocks:
+        sweep on the host (``loo_sweep``), or None for the (n, n) blocks:
         the sweep needs them and a kernel that is its own derivative."""
         return self.host_kernels(xp) if self.own_derivative else None
 
