@@ -57,11 +57,11 @@ class WrapperMixin:
         so that they hold its column names and validate queries against
         them (a wrapper that hands each query to one inner estimator then
         need not validate it itself)."""
-        given = as_pandas(X)
+        given = as_pandas(X) if as_given else None
         X, y, mask = validate_fit_data(
             self, X, y, categorical_features=categorical_features
         )
-        if as_given and is_dataframe(given):
+        if is_dataframe(given):
             X = given
         self._fit_where = where(X)
         self._table = mask is not None and bool(mask.any())

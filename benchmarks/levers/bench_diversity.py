@@ -37,9 +37,7 @@ from threadpoolctl import threadpool_limits
 
 from nwensemble import MultiHeadNWRegressor
 
-# The user-facing benchmarks' folder: _common, tabular and the shared data
-# sit beside and above it.
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 sys.path.insert(0, HERE)
 from _common import cpu_line  # noqa: E402
 from tabular import load_sets  # noqa: E402

@@ -85,11 +85,11 @@ class NWPredictor:
         n_heads * head_dim)."""
         return self.features.rows(X).project(self.W)
 
-    def _queries(self, X):
-        """``X`` projected, and its copies among the training rows (see
-        ``_copies``)."""
+    def _queries(self, X, *, copies=True):
+        """``X`` projected, and (with ``copies``) its copies among the
+        training rows (see ``_copies``)."""
         rows = self.features.rows(X)
-        return rows.project(self.W), self._copies(rows)
+        return rows.project(self.W), self._copies(rows) if copies else None
 
     # ------------------------------------------------------------- prediction
     def predict(self, X, return_std=False):
@@ -209,9 +209,8 @@ class NWPredictor:
                 f"top_k must be None or an int in [1, {n_fit}] (the training rows); "
                 f"got {top_k!r}."
             )
-        Q, copies = self._queries(X)
         # The copies' blend belongs to the ensemble's weights, not a head's.
-        copies = copies if head is None else None
+        Q, copies = self._queries(X, copies=head is None)
         if top_k is None and self.sparse_weights:
             return self._sparse_attention(Q, head, copies)
         blocks = [

@@ -21,8 +21,8 @@ from threadpoolctl import ThreadpoolController
 from nwensemble._shared.backend import matmul_into, takes_out
 
 # Scores (queries x keys x heads) from which a pass runs on threads: below,
-# the threads cost more than they save (the break-even measured in the
-# performance notes: about two million).
+# the threads cost more than they save (the performance notes measure the
+# break-even).
 THREADED_SCORES = 1 << 21
 
 
