@@ -5,6 +5,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from nwensemble._classifiers import MultiHeadNWClassifier, NWAttentionClassifier
 from nwensemble._head_allocator import HeadAllocator
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._residual_stage import ResidualStageRegressor
@@ -17,7 +18,9 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "HeadAllocator",
+    "MultiHeadNWClassifier",
     "MultiHeadNWRegressor",
+    "NWAttentionClassifier",
     "NWAttentionRegressor",
     "ResidualStageRegressor",
     "__version__",

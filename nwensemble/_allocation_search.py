@@ -11,11 +11,17 @@ import time
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.stats import rankdata
-from sklearn.base import RegressorMixin, clone
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    clone,
+    is_classifier,
+)
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import GridSearchCV
 
-from nwensemble._shared.backend import get_namespace, like_input
+from nwensemble._shared.backend import get_namespace, like_input, to_numpy
 
 
 def search_by_folds(base, candidates, X, y, fit_params, *, cv, groups, refit, **search):
@@ -93,9 +99,21 @@ class _Predictions(RegressorMixin):
         return X
 
 
+class _Probabilities(ClassifierMixin, BaseEstimator):
+    """Stand-in classifier whose class probabilities are its input, for
+    scorers (``classes_`` set after construction)."""
+
+    def predict_proba(self, X):
+        return X
+
+    def predict(self, X):
+        return self.classes_[np.argmax(X, axis=1)]
+
+
 def score_label(scoring):
     """How progress lines name the score: the scorer's name, or the
-    regressors' own ``score``, R², for None."""
+    regressors' own ``score``, R², for None (a classifier's is resolved to
+    the log-loss before)."""
     if scoring is None:
         return "R2"
     return scoring if isinstance(scoring, str) else "score"
@@ -104,7 +122,8 @@ def score_label(scoring):
 def fit_and_score_loo(
     estimator, X, y, fit_params, scorer, *, required=True, announce=None
 ):
-    """Fit on all rows; score the exact leave-one-out predictions (NaN for an
+    """Fit on all rows; score the exact leave-one-out predictions (a
+    classifier's probabilities at its calibration rows; NaN for an
     estimator without them, unless a score is ``required``). ``announce``:
     a progress line's name of the candidate, printed as its fit starts."""
     if announce is not None:
@@ -113,7 +132,8 @@ def fit_and_score_loo(
     estimator.fit(X, y, **fit_params)
     fit_time = time.perf_counter() - start
     start = time.perf_counter()
-    loo = getattr(estimator, "loo_prediction_", None)
+    classifier = is_classifier(estimator)
+    loo = getattr(estimator, "loo_proba_" if classifier else "loo_prediction_", None)
     if loo is None and not required:
         return estimator, float("nan"), fit_time, time.perf_counter() - start
     if loo is None:
@@ -122,6 +142,17 @@ def fit_and_score_loo(
             f"of each fit (loo_prediction_), which {type(estimator).__name__} "
             "does not give; pass cv=5 (or another splitter) instead."
         )
+    if classifier:
+        # Scored on the calibration rows: those held out of the projections'
+        # fit where there are any, whose probabilities owe nothing to it (the
+        # other rows' favour larger allocations), else every computed row.
+        # Labels of any type: scored as NumPy.
+        rows = to_numpy(estimator.calibration_rows_)
+        y, loo = to_numpy(y)[rows], to_numpy(loo)[rows]
+        stand_in = _Probabilities()
+        stand_in.classes_ = to_numpy(estimator.classes_)
+        score = float(scorer(stand_in, loo, y))
+        return estimator, score, fit_time, time.perf_counter() - start
     # Scored beside y: the model may compute elsewhere (device='cuda').
     loo = like_input(y)(loo)
     xp, _ = get_namespace(y)

@@ -1,5 +1,6 @@
-"""Shared machinery of the Nadaraya-Watson attention regressors: their
-parameters, validation, ``fit`` and the predict-side methods."""
+"""Shared machinery of the Nadaraya-Watson attention estimators: their
+parameters, validation, the fit of their heads and the predict-side
+methods every estimator has."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -9,9 +10,7 @@ from numbers import Integral, Real
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
-    RegressorMixin,
     TransformerMixin,
-    _fit_context,
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -20,14 +19,10 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from nwensemble._atomic import atomic_fit
-from nwensemble._docstrings import fill_doc
 from nwensemble._fit.config import FitConfig
 from nwensemble._fit.engine import fit_heads
-from nwensemble._fit.lbfgs_run import fit_threads
 from nwensemble._fitted_attributes import fitted_attributes
 from nwensemble._predict.combination import combine_heads
-from nwensemble._predict.intervals import interval_alpha
 from nwensemble._predict.predictor import NWPredictor
 from nwensemble._shared.backend import (
     get_namespace,
@@ -45,18 +40,18 @@ from nwensemble._validation import (
 )
 
 
-class BaseNWRegressor(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, RegressorMixin, BaseEstimator
-):
-    """Base class for NW attention regressors; not for direct use.
+class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Base class for NW attention estimators; not for direct use.
 
     Holds the parameters every estimator shares (declared once, here: the
     subclasses' signatures give their defaults and pass them on), input
-    validation, ``fit`` (the fitting engine, then the prediction object in
-    one statement) and the predict-side methods, which validate their input
+    validation, the fit of the heads to numeric targets (``_fit_heads``: the
+    fitting engine, then the prediction object in one statement) and the
+    predict-side methods every estimator has, which validate their input
     and ask ``predictor_``. Subclasses say how many heads to fit
     (``_fit_n_heads``), how to weigh them (``_head_weights``) and what to
-    derive from the fit (``_set_diagnostics``).
+    derive from the fit (``_set_diagnostics``); the regressors' and the
+    classifiers' bases say what the targets are.
     """
 
     # Whether components_ is (head_dim, n_features) rather than 3-D.
@@ -82,7 +77,6 @@ class BaseNWRegressor(
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "standardize": ["boolean", StrOptions({"power"})],
         "duplicate_weight": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
-        "local_fit": [StrOptions({"auto", "linear", "constant"})],
         "warm_start": ["boolean"],
         "callback": [callable, None],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
@@ -106,7 +100,6 @@ class BaseNWRegressor(
         n_iter_no_change,
         standardize,
         duplicate_weight,
-        local_fit,
         warm_start,
         callback,
         device,
@@ -126,7 +119,6 @@ class BaseNWRegressor(
         self.n_iter_no_change = n_iter_no_change
         self.standardize = standardize
         self.duplicate_weight = duplicate_weight
-        self.local_fit = local_fit
         self.warm_start = warm_start
         self.callback = callback
         self.device = device
@@ -145,7 +137,6 @@ class BaseNWRegressor(
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
         tags.input_tags.allow_nan = True
         # With device='cpu' or 'cuda' the fitted arrays live on that device,
         # not beside the input, which scikit-learn's array-API checks expect.
@@ -159,22 +150,11 @@ class BaseNWRegressor(
         return C.shape[0] if C.ndim == 2 else C.shape[0] * C.shape[1]
 
     # ------------------------------------------------------------------ fit
-    @fill_doc
-    @_fit_context(prefer_skip_nested_validation=True)
-    @atomic_fit
-    @fit_threads()
-    def fit(self, X, y, sample_weight=None):
-        """Learn the heads' projections on the ensemble's leave-one-out MSE.
-
-        Parameters
-        ----------
-        %(fit_parameters)s
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
+    def _fit_heads(self, X, y, sample_weight):
+        """Fit the heads to the numeric targets ``y``; set ``predictor_`` and
+        the subclass's diagnostics, and return the fitted attributes every
+        estimator derives from its fit (``fitted_attributes``'s dict) for
+        the caller to set or to derive its own from."""
         warm = self.warm_start and hasattr(self, "predictor_")
         previous = self.predictor_.W if warm else None
         n_heads = self._fit_n_heads() * self._fit_n_members()
@@ -196,7 +176,10 @@ class BaseNWRegressor(
             previous=previous,
             rng=check_random_state(self.random_state),
             xp=xp,
+            first_member=vars(self).pop("_given_first_member", None),
         )
+        # For a refit with more members on the same rows (HeadAllocator).
+        self._first_member = fitted.first_member
         combination, loo = combine_heads(
             fitted.keys,
             fitted.loo,
@@ -213,12 +196,10 @@ class BaseNWRegressor(
             single_output=single_output,
         )
         self._device = self.device
-        for name, value in fitted_attributes(
-            fitted, self.predictor_, loo, single_head=self._single_head
-        ).items():
-            setattr(self, name, value)
         self._set_diagnostics(fitted)
-        return self
+        return fitted_attributes(
+            fitted, self.predictor_, loo, single_head=self._single_head
+        )
 
     def _fit_n_heads(self):
         """Number of heads to fit."""
@@ -246,7 +227,7 @@ class BaseNWRegressor(
         """The fitting engine's configuration: the parameters, with the
         kernel resolved into its object."""
         return FitConfig.from_params(
-            self.get_params(deep=False),
+            self._fit_params(),
             kernel=resolve_kernel(self.kernel),
             n_heads=self._fit_n_heads(),
             n_members=self._fit_n_members(),
@@ -255,6 +236,10 @@ class BaseNWRegressor(
             single_head=self._single_head,
             name=type(self).__name__,
         )
+
+    def _fit_params(self):
+        """The parameters the fitting engine reads (``FitConfig.PARAMETERS``)."""
+        return self.get_params(deep=False)
 
     # ------------------------------------------------------------------ predict side
     def _check_predict_input(self, X, method):
@@ -310,102 +295,6 @@ class BaseNWRegressor(
         back = self._like_input(X)
         X = self._check_predict_input(X, "transform")
         return back(self.predictor_.project(X))
-
-    def predict(self, X, return_std=False):
-        """Predict with the fitted attention over the training rows.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query samples.
-        return_std : bool, default=False
-            Also return the standard error of each prediction.
-
-        Returns
-        -------
-        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
-            Convex combinations of training targets: the heads' NW estimate,
-            with ``duplicate_weight_`` of the mean target of the training rows
-            a query repeats exactly blended in (see ``duplicate_weight``).
-        y_std : array of the shape of ``y_pred``
-            Only with ``return_std``: the NW standard error
-            ``sigma * sqrt(sum_i v_i(x)^2)``, with ``v(x)`` the (ensemble's)
-            weights on the training rows and ``sigma`` the noise level
-            estimated from the leave-one-out residuals. It accounts for the
-            noise in the training targets that the prediction averages, and
-            for the heads' shared use of the same rows; it does not include the
-            smoothing bias.
-        """
-        back = self._like_input(X)
-        X = self._check_predict_input(X, "predict")
-        if not return_std:
-            return back(self.predictor_.predict(X))
-        Y_hat, Y_std = self.predictor_.predict(X, return_std=True)
-        return back(Y_hat), back(Y_std)
-
-    def predict_interval(self, X, *, confidence_level=0.9, method="jackknife+"):
-        """Predict with conformal prediction intervals.
-
-        The intervals come from the leave-one-out residuals of the training
-        rows that ``fit`` already computed (no refit), with the projections
-        held at the fitted ones; see :ref:`prediction_intervals`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query samples.
-        confidence_level : float, default=0.9
-            Target probability that the interval holds a new target, in (0, 1).
-        method : {'jackknife+', 'adaptive'}, default='jackknife+'
-            ``'jackknife+'``: the bounds are quantiles of the leave-one-out
-            models' predictions at ``X`` minus and plus the absolute residuals:
-            one width for all queries (up to the leave-one-out models'
-            spread), so that ``confidence_level`` holds over all queries but
-            not where the noise is large (less) or small (more).
-            ``'adaptive'``: the residuals are first divided by the model's
-            local error scale at their row and multiplied by that at ``X``,
-            so that intervals widen where the data are noisy; use it when the
-            noise varies across the input (see :ref:`prediction_intervals`).
-
-        Returns
-        -------
-        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
-            The predictions: those of :meth:`predict`, up to rounding.
-        y_pis : array of shape (n_samples, 2) or (n_samples, n_outputs, 2)
-            Lower and upper bounds (infinite, with a warning, when too few
-            rows calibrate for ``confidence_level``).
-        """
-        alpha = interval_alpha(confidence_level, method)
-        back = self._like_input(X)
-        X = self._check_predict_input(X, "predict_interval")
-        Y_hat, bounds = self.predictor_.predict_interval(X, alpha=alpha, method=method)
-        return back(Y_hat), back(bounds)
-
-    def local_error_scale(self, X):
-        """The local error scale of the adaptive prediction intervals.
-
-        ``predict_interval(method='adaptive')`` divides each calibration
-        row's residual by the scale at that row and multiplies the
-        residuals' quantile by the scale at ``X``; a model that calibrates
-        on the same rows (``ResidualStageRegressor``) reads both from here.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query samples.
-
-        Returns
-        -------
-        at_queries : array of shape (n_samples,) or (n_samples, n_outputs)
-            The scale at ``X``.
-        at_calibration_rows : array of shape (n_calibration,) or \
-                (n_calibration, n_outputs)
-            The scale at ``calibration_rows_``, each row left out of its own.
-        """
-        back = self._like_input(X)
-        X = self._check_predict_input(X, "predict_interval")
-        at_queries, at_rows = self.predictor_.local_error_scale(X)
-        return back(at_queries), back(at_rows)
 
     def attention_weights(self, X, head=None, top_k=None):
         """Which training rows each prediction drew on, with their weights.

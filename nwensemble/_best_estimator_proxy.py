@@ -5,6 +5,7 @@ go through ``best_estimator_``."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 from sklearn.base import TransformerMixin
+from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._shared.backend import same_namespace_or_raise
@@ -20,17 +21,29 @@ FORWARDED_ATTRIBUTES = (
     "calibration_rows_ calibration_residuals_ n_support_fallback_ "
     "duplicate_weight_ local_ridge_ is_categorical_ categories_ "
     "infrequent_categories_ embeddings_ missing_embeddings_ n_iter_ n_fev_ "
-    "loss_curve_"
+    "loss_curve_ classes_ class_prior_ prior_weight_ loo_proba_ "
+    "calibration_scores_"
 ).split()
 # The allocator's own input description, and the prediction object (not a
 # user's attribute).
 NOT_FORWARDED = ("n_features_in_", "feature_names_in_", "predictor_")
 
 
+def _estimator_has(method):
+    """Whether the estimator given (a classifier's methods) has ``method``,
+    for ``available_if``: the chosen model will have it too."""
+
+    def check(self):
+        return hasattr(self._given_estimator(), method)
+
+    return check
+
+
 class ChosenModelMixin(WrapperMixin, TransformerMixin):
     """Prediction methods and fitted attributes of ``best_estimator_``, for
     an estimator that sets ``best_estimator_`` (with ``refit``),
-    ``_fit_where`` and ``_table`` in ``fit``."""
+    ``_fit_where`` and ``_table`` in ``fit`` and names its kind of model in
+    ``_given_estimator()``."""
 
     def predict(self, X, **predict_params):
         """Predict with the chosen model (``best_estimator_``).
@@ -70,6 +83,78 @@ class ChosenModelMixin(WrapperMixin, TransformerMixin):
         return self._chosen("predict_interval")(
             X, confidence_level=confidence_level, method=method
         )
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities from the chosen classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+
+        Returns
+        -------
+        proba : array of shape (n_samples, n_classes)
+            See :meth:`MultiHeadNWClassifier.predict_proba`.
+        """
+        return self.best_estimator_.predict_proba(self._check_query(X, "predict_proba"))
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Logarithms of the chosen classifier's class probabilities.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+
+        Returns
+        -------
+        log_proba : array of shape (n_samples, n_classes)
+            See :meth:`MultiHeadNWClassifier.predict_log_proba`.
+        """
+        X = self._check_query(X, "predict_log_proba")
+        return self.best_estimator_.predict_log_proba(X)
+
+    @available_if(_estimator_has("predict_set"))
+    def predict_set(self, X, *, confidence_level=0.9):
+        """Predict with conformal prediction sets from the chosen classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query samples.
+        confidence_level : float, default=0.9
+            See :meth:`MultiHeadNWClassifier.predict_set`.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,)
+        y_sets : array of bool of shape (n_samples, n_classes)
+        """
+        X = self._check_query(X, "predict_set")
+        return self.best_estimator_.predict_set(X, confidence_level=confidence_level)
+
+    def score(self, X, y, sample_weight=None):
+        """The chosen model's ``score``: R² for a regressor, accuracy for a
+        classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test samples.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True targets or labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+        """
+        X = self._check_query(X, "score")
+        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
     def local_error_scale(self, X):
         """The chosen model's local error scale at ``X`` and at its

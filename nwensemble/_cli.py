@@ -42,18 +42,28 @@ Several heads win where features act jointly and lose badly where the
 target grows steeply along one feature."""
 
 
-def _on_this_table(rmse):
-    """What the folds above say: the model with the lowest mean RMSE, and
-    how far the recommended start is from it (``rmse``: label -> mean)."""
-    best = min(rmse, key=rmse.get)
-    start = "ResidualStageRegressor()"
-    if start not in rmse:
-        return f"Lowest RMSE on this table: {best}."
+_WHICH_CLASSIFIER = """\
+Which to start with on a new classification table:
+HeadAllocator(MultiHeadNWClassifier()). It fits four small heads, fewer
+larger ones and one head as wide as the input, and keeps the allocation of
+least leave-one-out log-loss: one wide head wins on tables with many rows
+and features (digits, letters), several small heads on small tables. For
+the fastest fit, NWAttentionClassifier(). The documentation's benchmarks
+page compares them with gradient boosting table by table."""
+
+
+def _on_this_table(scores, start="ResidualStageRegressor()", metric="RMSE"):
+    """What the folds above say: the model with the lowest mean ``metric``,
+    and how far the recommended ``start`` is from it (``scores``: label ->
+    mean)."""
+    best = min(scores, key=scores.get)
+    if start not in scores:
+        return f"Lowest {metric} on this table: {best}."
     if best == start:
-        return f"Lowest RMSE on this table: {start}."
+        return f"Lowest {metric} on this table: {start}."
     return (
-        f"Lowest RMSE on this table: {best}; {start} is "
-        f"{rmse[start] / rmse[best]:.3f}x its RMSE here."
+        f"Lowest {metric} on this table: {best}; {start} is "
+        f"{scores[start] / scores[best]:.3f}x its {metric} here."
     )
 
 
@@ -98,6 +108,8 @@ def _demo(args, out):
                 f"{_INNER_FOLDS} rows for the inner {_INNER_FOLDS}-fold search of "
                 "k-NN. Give more rows or a smaller --cv."
             )
+        if table.labels:
+            return _classification_demo(args, X, y, text, name, out)
     cv = KFold(n_splits=args.cv, shuffle=True, random_state=args.random_state)
     # k may not exceed the rows of the smallest inner (5-fold) training split.
     inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
@@ -189,6 +201,90 @@ def _demo(args, out):
     return 0
 
 
+def _classification_demo(args, X, y, text, name, out):
+    """The demo on a table whose target holds class labels: the NW
+    attention classifiers against logistic regression and tuned k-NN."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from nwensemble import HeadAllocator, MultiHeadNWClassifier, NWAttentionClassifier
+
+    classes, counts = np.unique(y, return_counts=True)
+    if counts.min() < args.cv:
+        rare = classes[np.argmin(counts)]
+        raise SystemExit(
+            f"error: class {rare!r} of {name} has {counts.min()} rows; stratified "
+            f"--cv {args.cv} needs at least {args.cv} of each class. Give a "
+            "smaller --cv or merge the rare classes."
+        )
+    nw = dict(device=args.device, random_state=args.random_state)
+    inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
+    knn = GridSearchCV(
+        make_pipeline(_knn_encoding(X), KNeighborsClassifier()),
+        {
+            "kneighborsclassifier__n_neighbors": [
+                k for k in (1, 3, 5, 10, 20, 40) if k <= inner_rows
+            ],
+            "kneighborsclassifier__weights": ["uniform", "distance"],
+        },
+        scoring="neg_log_loss",
+    )
+    models = {
+        "HeadAllocator(MultiHeadNWClassifier())": HeadAllocator(
+            MultiHeadNWClassifier(**nw)
+        ),
+        "NWAttentionClassifier": NWAttentionClassifier(head_dim=args.head_dim, **nw),
+        f"MultiHeadNWClassifier ({args.n_heads} heads)": MultiHeadNWClassifier(
+            n_heads=args.n_heads, **nw
+        ),
+        "logistic regression": make_pipeline(
+            _knn_encoding(X), LogisticRegression(max_iter=1000)
+        ),
+        "k-NN (tuned k, weights)": knn,
+    }
+    print(f"data: {name}, {X.shape[0]} samples x {X.shape[1]} features", file=out)
+    if text:
+        print(f"categorical features: {', '.join(text)}", file=out)
+    print(
+        f"classification: {classes.size} classes in the target column, so the "
+        "demo fits classifiers",
+        file=out,
+    )
+    cv = StratifiedKFold(args.cv, shuffle=True, random_state=args.random_state)
+    print(
+        f"{args.cv}-fold stratified cross-validation (shuffled, seed "
+        f"{args.random_state})",
+        file=out,
+    )
+    width = max(len(label) for label in models) + 2
+    print(f"{'model':<{width}}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}", file=out)
+    means = {}
+    for label, model in models.items():
+        res = cross_validate(model, X, y, cv=cv, scoring=["neg_log_loss", "accuracy"])
+        means[label] = -res["test_neg_log_loss"].mean()
+        print(
+            f"{label:<{width}}{means[label]:>10.4f}"
+            f"{res['test_accuracy'].mean():>10.4f}"
+            f"{np.median(res['fit_time']):>9.3f}",
+            file=out,
+        )
+    start = "HeadAllocator(MultiHeadNWClassifier())"
+    print(_on_this_table(means, start=start, metric="log-loss"), file=out)
+    print(_WHICH_CLASSIFIER, file=out)
+    full = MultiHeadNWClassifier(n_heads=args.n_heads, **nw).fit(X, y)
+    H, parts = full.n_heads, full.bvc_decomposition_
+    print(
+        f"MultiHeadNWClassifier on all rows: HDI {full.hdi_:.3f}; Brier score's "
+        f"bias-variance-covariance: mse {parts.mse:.4f} = bias2 {parts.bias2:.4f} "
+        f"+ variance/H {parts.variance / H:.4f} + (1-1/H) covariance "
+        f"{(1 - 1 / H) * parts.covariance:.4f}",
+        file=out,
+    )
+    return 0
+
+
 def _knn_encoding(X):
     """k-NN's input: standardised numbers, and for a table with text columns
     or missing values, imputed numbers and one-hot text."""
@@ -252,18 +348,20 @@ def main(argv=None, out=None):
     out = sys.stdout if out is None else out
     parser = argparse.ArgumentParser(
         prog="nwensemble",
-        description="Nadaraya-Watson attention regression for scikit-learn.",
+        description="Nadaraya-Watson attention regression and classification for "
+        "scikit-learn.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="cross-validate the NW attention regressors against tuned k-NN on a "
-        "data set",
+        help="cross-validate the NW attention regressors (or, for a text "
+        "target, classifiers) against tuned k-NN on a data set",
     )
     demo.add_argument(
         "--csv",
-        help="CSV table with the numeric target in the last column: numeric "
-        "and text (categorical) columns, empty cells missing (default: "
+        help="CSV table with the target in the last column (numbers: "
+        "regression; text: class labels, classification): numeric and text "
+        "(categorical) feature columns, empty cells missing (default: "
         "scikit-learn's diabetes data)",
     )
     demo.add_argument("--cv", type=int, default=5, help="number of folds (default 5)")

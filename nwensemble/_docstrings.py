@@ -1,4 +1,4 @@
-"""Docstring fragments the two estimators share, so that their copies
+"""Docstring fragments the estimators share, so that their copies
 cannot drift: a line ``%(name)s`` in a docstring becomes fragment ``name``,
 indented as the line was."""
 
@@ -131,8 +131,8 @@ duplicate_weight : 'auto' or float in [0, 1], default='auto'
     lower. ``0`` turns the blend off. The heads, ``hdi_`` and
     ``bvc_decomposition_`` describe the NW estimate without the blend.
     With the blend on, the projections are learned on the rows with their
-    copies merged (leave-one-out leaves a record out with its copies).
-
+    copies merged (leave-one-out leaves a record out with its copies).""",
+    "local_fit": """\
 local_fit : {'auto', 'linear', 'constant'}, default='auto'
     How each head reads its estimate out of its attention weights.
     ``'constant'``: their weighted mean of the training targets (the
@@ -180,7 +180,7 @@ device : {'auto', 'cpu', 'cuda'}, default='auto'
 verbose : int, default=0
     Print the loss and elapsed time at every iteration, and the time of
     each stage of ``fit``, when positive.""",
-    "attributes": """\
+    "table_attributes": """\
 is_categorical_ : ndarray of bool of shape (`n_features_in_`,) or None
     Which features were treated as categorical; None when the input was a
     table of numbers without missing values.
@@ -206,12 +206,8 @@ missing_embeddings_ : array of shape (n_heads, head_dim, `n_features_in_`) or No
     numeric feature sits in each head, relative to a value at its
     conditional mean given the row's observed numeric features (where the
     value is first filled): zero for features without missing values in
-    training and for categorical ones. None without a table.
-
-duplicate_weight_ : float
-    The blend's weight ``rho`` (see ``duplicate_weight``): learned with
-    ``'auto'``, else the parameter.
-
+    training and for categorical ones. None without a table.""",
+    "regression_attributes": """\
 local_ridge_ : float or ndarray of shape (n_members * n_heads,)
     The ridge of the heads' local-linear fits (see ``local_fit``), ``inf``
     when they read the weighted mean; one per head when a fit's members
@@ -236,7 +232,11 @@ calibration_rows_ : array of int
 calibration_residuals_ : array of shape (n_calibration,) or (n_calibration, n_outputs)
     The residuals ``y - leave-one-out estimate`` of ``calibration_rows_``
     (in their order) that calibrate :meth:`predict_interval`: with
-    members, each row's estimate from the members that held it out alone.
+    members, each row's estimate from the members that held it out alone.""",
+    "fit_attributes": """\
+duplicate_weight_ : float
+    The blend's weight ``rho`` (see ``duplicate_weight``): learned with
+    ``'auto'``, else the parameter.
 
 predictor_ : NWPredictor
     The fitted state that prediction reads (projected training rows,
@@ -260,6 +260,135 @@ n_features_in_ : int
 feature_names_in_ : ndarray of shape (`n_features_in_`,)
     Names of features seen during ``fit``. Defined only when `X` has
     feature names that are all strings.""",
+    "multi_head_ensemble": """\
+diversity : float or 'auto', default=0.0
+    Weight ``delta`` of the heads' ambiguity, subtracted from the
+    ensemble's leave-one-out loss (both fractions of the target
+    variance). The objective is then the heads' mean own loss less
+    ``1 + delta`` times their ambiguity, so ``-1`` trains every head on
+    its own error (independent heads), ``0`` trains the ensemble, and
+    values in ``(0, 1 / (n_heads - 1))`` reward disagreement beyond that
+    (negative correlation learning). ``'auto'`` fits 0, -0.5 and -1 with
+    the same rows held out (as early stopping holds them out, also where
+    ``early_stopping='auto'`` would train on every row) and keeps the one
+    with the least held-out loss: about three fits' time, and 0 when no
+    rows can be held out (``early_stopping=False``, fewer than 50 rows).
+    The user guide's regime map says where which values paid.
+
+n_members : int, default=1
+    Number of groups of ``n_heads`` heads fitted one after another from
+    the one random state, each from its own start (its random directions
+    and subsamples) and, where the fit holds rows out, with its own
+    held-out rows; their heads are then combined as one ensemble. The
+    fitted model has ``n_members * n_heads`` heads, and every attribute
+    below that counts heads (``components_``, ``head_weights_``,
+    ``hdi_``, the decomposition) counts them all; the first member's
+    heads are those of the fit with one member. Averaging fits that
+    differ only in their random draws removes part of the variance those
+    draws leave in one fit, for ``n_members`` fits' time. With
+    ``n_heads=1`` the members are fits of the single-head model. An
+    ``init`` array starts every member; ``diversity_`` is the first
+    member's. Intervals and prediction sets calibrate each row some
+    member held out on the heads of the members that held it out. The user guide's
+    multi-head page says what members bought; :class:`HeadAllocator`
+    refits its choice with members.
+
+head_weights : {'uniform', 'optimal'}, default='uniform'
+    How predictions combine the heads. ``'uniform'``: the plain average.
+    ``'optimal'``: ``alpha`` proportional to ``C^{-1} 1`` projected onto the
+    simplex, with ``C`` the second-moment matrix of the heads'
+    leave-one-out residuals on the training rows (the weights of least
+    leave-one-out error). The projections are learned with uniform
+    weights either way.
+
+bvc_resamples : int, default=10
+    Bootstrap resamples for ``bvc_decomposition_``, computed at the end of
+    ``fit`` on at most 2000 training rows. ``0`` skips it.
+
+n_jobs : int, default=None
+    Threads for the resamples of the decomposition (the numerical kernels
+    release the GIL). ``None`` means 1 unless in a
+    :obj:`joblib.parallel_backend` context; ``-1`` means all processors.""",
+    "multi_head_init": """\
+init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
+        (n_heads, head_dim, n_features), default='auto'
+    Starting projections. Each string option gives the heads blocks of
+    directions, disjoint while ``n_heads * head_dim <= n_features`` and
+    overlapping beyond: ``'random'``, blocks of random orthogonal
+    matrices; ``'pca'``, of the principal axes; ``'identity'``, of the
+    standardised features (beyond ``n_features``, head ``h`` takes
+    ``head_dim`` consecutive ones, cyclically, from
+    ``h * n_features // n_heads``, so no two heads repeat a block unless
+    ``head_dim = n_features``). ``'auto'`` is
+    ``'random'`` for several heads and as for the single-head estimators
+    for one. Each head's bandwidth is then picked from a grid by its
+    leave-one-out error (with ``'identity'``, each feature's scale too;
+    the user guide's multi-head page compares the starts). An array is
+    used as given, in the units of ``components_``.""",
+    "multi_head_attributes": """\
+components_ : array of shape (n_members * n_heads, head_dim, n_features)
+    The learned projections ``W_h^T``, applied to the feature map of
+    ``standardize`` (in the input's units unless it is ``'power'``).
+
+head_weights_ : array of shape (n_heads,)
+    The weights ``alpha`` that combine the heads' predictions.
+
+hdi_ : float
+    Head Diversity Index of the learned subspaces (see
+    :func:`~nwensemble.diagnostics.head_diversity_index`), in [0, 1]; NaN
+    for one head. It is measured in the standardised feature space where
+    the heads are learned (with ``standardize=False`` it equals
+    ``head_diversity_index(components_)``).
+
+subspace_similarity_ : array of shape (n_heads, n_heads)
+    ``||U_h^T U_g||_F^2 / head_dim`` for every pair of heads, in the same
+    space.
+
+principal_angles_ : array of shape (n_heads, n_heads, head_dim)
+    Principal angles (radians) between every pair of head subspaces.
+
+head_correlation_ : float
+    Mean pairwise correlation of the heads' leave-one-out residuals on the
+    training rows (an output-side diversity measure); NaN for one head.
+
+diversity_ : float
+    The weight of the heads' ambiguity the projections were fitted with:
+    ``diversity``, or the value ``'auto'`` chose.
+
+bvc_decomposition_ : :class:`~sklearn.utils.Bunch` or None
+    ``mse``, ``bias2``, ``variance``, ``covariance``, ``n_heads`` (and
+    ``n_resamples``, ``n_points``) of
+    :func:`~nwensemble.diagnostics.bvc_decomposition` on the training rows
+    with the learned projections held fixed, so that
+    ``mse = bias2 + variance / n_heads + (1 - 1 / n_heads) * covariance``.
+    None when ``bvc_resamples=0``.
+
+n_support_fallback_ : array of int, shape (n_heads,)
+    Training rows (of those used for the leave-one-out statistics: all
+    up to 2048, else a random 2048) whose leave-one-out estimate had no
+    other row inside the compact kernel's support and fell back to the
+    nearest row, per head. Always 0 for ``kernel='softmax'``.""",
+    "single_head_init": """\
+init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
+        (head_dim, n_features), default='auto'
+    Starting projection. ``'auto'`` is ``'pca'`` when ``head_dim`` is smaller
+    than ``n_features`` and ``'identity'`` otherwise. ``'pca'``: the leading
+    principal axes of the standardised features; ``'identity'``: the first
+    ``head_dim`` standardised features; ``'random'``: Gaussian directions.
+    For these, the overall scale (the bandwidth) is then picked from a grid
+    by leave-one-out error on a subsample; with ``'identity'`` each
+    feature's scale is then fitted on its own, by the same error. An
+    array is used as given, in the units of ``components_``.""",
+    "single_head_attributes": """\
+components_ : array of shape (head_dim, n_features)
+    The learned projection ``W^T``, applied to the feature map of
+    ``standardize`` (in the input's units unless it is ``'power'``).
+
+n_support_fallback_ : int
+    Training rows (of those used for the leave-one-out statistics: all
+    up to 2048, else a random 2048) whose leave-one-out estimate had no
+    other row inside the compact kernel's support and fell back to the
+    nearest row. Always 0 for ``kernel='softmax'``.""",
     "display_axes": """\
 ax_ : matplotlib Axes
 figure_ : matplotlib Figure""",

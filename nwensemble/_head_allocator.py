@@ -12,9 +12,11 @@ from sklearn.base import (
     RegressorMixin,
     _fit_context,
     clone,
+    is_classifier,
 )
 from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._tags import ClassifierTags
 
 from nwensemble._allocation_search import search_by_folds, search_by_loo
 from nwensemble._atomic import atomic_fit
@@ -50,7 +52,9 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
     ----------
     estimator : estimator with ``n_heads`` and ``head_dim`` parameters, default=None
         The model whose heads are allocated; ``None`` means
-        ``MultiHeadNWRegressor()``. Its other parameters are kept.
+        ``MultiHeadNWRegressor()``. Its other parameters are kept. With a
+        classifier (:class:`MultiHeadNWClassifier`) the allocator is a
+        classifier.
 
     budget : int, default=None
         Largest total dimension ``n_heads * head_dim``. ``None`` uses
@@ -84,7 +88,12 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
 
     scoring : str, callable or None, default=None
         Scorer, as in :class:`~sklearn.model_selection.GridSearchCV`; ``None``
-        uses the estimator's ``score`` (R^2).
+        uses a regressor's ``score`` (R^2) and a classifier's log-loss
+        (``'neg_log_loss'``). With ``cv=None`` a classifier is scored on the
+        leave-one-out probabilities (``loo_proba_``) of its calibration rows
+        (``calibration_rows_``): the rows held out of the projections' fit
+        where there are any, which make the score less optimistic for larger
+        allocations, else all rows.
 
     n_jobs : int, default=None
         Parallel jobs over candidates and folds, through joblib: under
@@ -153,7 +162,11 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
         ``duplicate_weight_``, ``local_ridge_``, ``is_categorical_``,
         ``categories_``, ``infrequent_categories_``, ``embeddings_``,
         ``missing_embeddings_``, ``n_iter_``, ``n_fev_`` and
-        ``loss_curve_``.
+        ``loss_curve_``; for a classifier (which also gives
+        ``predict_proba``, ``predict_log_proba`` and ``predict_set``)
+        ``classes_``, ``class_prior_``, ``prior_weight_``, ``loo_proba_``
+        and ``calibration_scores_`` in place of the leave-one-out
+        predictions, their residuals and ``local_ridge_``.
 
     best_index_ : int
         Row of the chosen allocation in ``cv_results_``.
@@ -182,6 +195,7 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
     See Also
     --------
     MultiHeadNWRegressor : The default estimator.
+    MultiHeadNWClassifier : The classifier whose heads it allocates alike.
 
     Examples
     --------
@@ -236,8 +250,28 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if is_classifier(self._given_estimator()):
+            # An allocator of a classifier's heads is a classifier.
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags()
+            tags.regressor_tags = None
+            tags.target_tags.multi_output = False
+        return tags
+
+    def _scoring(self, base):
+        """``scoring``, or the log-loss for a classifier when None."""
+        if self.scoring is None and is_classifier(base):
+            return "neg_log_loss"
+        return self.scoring
+
+    def _given_estimator(self):
+        """The estimator whose heads are allocated, as given (unfitted)."""
+        return MultiHeadNWRegressor() if self.estimator is None else self.estimator
+
     def _base_estimator(self):
-        base = MultiHeadNWRegressor() if self.estimator is None else self.estimator
+        base = self._given_estimator()
         params = base.get_params(deep=False)
         missing = {"n_heads", "head_dim"} - set(params)
         if missing:
@@ -355,13 +389,16 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
             sample_weight,
             categorical_features=getattr(base, "categorical_features", None),
             as_given=True,
+            labels=is_classifier(base),
         )
         n, p = X.shape
         self.budget_ = self._budget(n, p)
         H, d = theory_allocation(n, p, self.budget_, self.smoothness)
         self.theory_allocation_ = {"n_heads": H, "head_dim": d}
         candidates = self._candidates(n, p)
-        search = dict(scoring=self.scoring, n_jobs=self.n_jobs, verbose=self.verbose)
+        search = dict(
+            scoring=self._scoring(base), n_jobs=self.n_jobs, verbose=self.verbose
+        )
         own_members, members = self._members(base, n)
         if self.strategy == "cv" and self.cv is not None:
             found = search_by_folds(
@@ -376,9 +413,14 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
                 **search,
             )
         else:
+            scored = base
+            if self.refit and members != own_members:
+                # The refit with members computes the chosen model's
+                # decomposition; the candidates' own would be discarded.
+                scored = _without_decomposition(base)
             # The rule's allocation alone needs no score to be chosen.
             found = search_by_loo(
-                base,
+                scored,
                 candidates,
                 X,
                 y,
@@ -389,7 +431,12 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
         cv_results, best_index, best_score, best = found
         best_params = dict(cv_results["params"][best_index])
         if self.refit and members != own_members:
+            chosen = best
             best = clone(base).set_params(**best_params, n_members=members)
+            if chosen is not None and isinstance(best.random_state, Integral):
+                # Fitted on the same rows with the same seed, the chosen
+                # candidate is the refit's first member.
+                best._given_first_member = chosen._first_member
             start = time.perf_counter()
             if self.verbose:
                 print(
@@ -412,3 +459,10 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
         self.n_heads_ = self.best_params_["n_heads"]
         self.head_dim_ = self.best_params_["head_dim"]
         return self
+
+
+def _without_decomposition(estimator):
+    """``estimator`` with ``bvc_resamples=0`` where it has that parameter."""
+    if "bvc_resamples" not in estimator.get_params(deep=False):
+        return estimator
+    return clone(estimator).set_params(bvc_resamples=0)

@@ -10,10 +10,10 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from nwensemble._base import BaseNWRegressor
 from nwensemble._docstrings import fill_doc
 from nwensemble._fit.config import progress
 from nwensemble._fit.diversity import check_diversity
+from nwensemble._regressor_base import BaseNWRegressor
 from nwensemble._shared.backend import device, namespace_of, to_numpy
 from nwensemble._shared.scaling import power_of_two_scale
 from nwensemble.diagnostics import (
@@ -27,265 +27,21 @@ from nwensemble.diagnostics import (
 _BVC_MAX_ROWS = 2000
 
 
-@fill_doc
-class MultiHeadNWRegressor(BaseNWRegressor):
-    """Multi-head attention regression: an ensemble of Nadaraya-Watson heads.
+# The parameters of several heads, shared by the regressor and the classifier.
+MULTI_HEAD_CONSTRAINTS = {
+    "n_heads": [Interval(Integral, 1, None, closed="left")],
+    "n_members": [Interval(Integral, 1, None, closed="left")],
+    "diversity": [Interval(Real, -1, None, closed="left"), StrOptions({"auto"})],
+    "head_weights": [StrOptions({"uniform", "optimal"})],
+    "bvc_resamples": [Interval(Integral, 0, None, closed="left")],
+    "n_jobs": [Integral, None],
+}
 
-    Each head ``h`` is a Nadaraya-Watson estimator (single-head softmax
-    attention) in its own learned subspace, ``f_h(x) = sum_i softmax_i(
-    -||W_h^T (x - x_i)||^2 / 2) y_i``, and the prediction is their weighted
-    average ``f(x) = sum_h alpha_h f_h(x)``. The projections ``W_h`` are learned
-    jointly by minimising the exact leave-one-out MSE of the uniform ensemble
-    less ``diversity`` times the heads' ambiguity (their spread around the
-    ensemble's prediction):
 
-    ``loss = sum_i sw_i [(f_{-i}(x_i) - y_i)^2
-    - diversity / H sum_h (f_{h,-i}(x_i) - f_{-i}(x_i))^2] / var(y)``.
-
-    Averaging heads whose errors are decorrelated lowers the ensemble's
-    variance; ``hdi_``, ``head_correlation_`` and ``bvc_decomposition_``
-    measure how diverse a fit's heads are and what that bought.
-
-    Read more in the :ref:`User Guide <multi_head>`.
-
-    Parameters
-    ----------
-    n_heads : int, default=4
-        Number of heads. ``n_heads=1`` is :class:`NWAttentionRegressor` (the
-        same predictions for the same ``random_state``).
-
-    head_dim : int, default=None
-        Dimension of each head's subspace. ``None`` follows the allocation rule
-        of :class:`HeadAllocator`: ``floor(log(n_samples / 10))`` within 1 and
-        ``n_features`` (all features for ``n_heads=1``).
-
-    %(kernel)s
-
-    %(categorical_features)s
-
-    diversity : float or 'auto', default=0.0
-        Weight ``delta`` of the heads' ambiguity, subtracted from the
-        ensemble's leave-one-out loss (both fractions of the target
-        variance). The objective is then the heads' mean own loss less
-        ``1 + delta`` times their ambiguity, so ``-1`` trains every head on
-        its own error (independent heads), ``0`` trains the ensemble, and
-        values in ``(0, 1 / (n_heads - 1))`` reward disagreement beyond that
-        (negative correlation learning). ``'auto'`` fits 0, -0.5 and -1 with
-        the same rows held out (as early stopping holds them out, also where
-        ``early_stopping='auto'`` would train on every row) and keeps the one
-        with the least held-out loss: about three fits' time, and 0 when no
-        rows can be held out (``early_stopping=False``, fewer than 50 rows).
-        The user guide's regime map says where which values paid.
-
-    n_members : int, default=1
-        Number of groups of ``n_heads`` heads fitted one after another from
-        the one random state, each from its own start (its random directions
-        and subsamples) and, where the fit holds rows out, with its own
-        held-out rows; their heads are then combined as one ensemble. The
-        fitted model has ``n_members * n_heads`` heads, and every attribute
-        below that counts heads (``components_``, ``head_weights_``,
-        ``hdi_``, the decomposition) counts them all; the first member's
-        heads are those of the fit with one member. Averaging fits that
-        differ only in their random draws removes part of the variance those
-        draws leave in one fit, for ``n_members`` fits' time. With
-        ``n_heads=1`` the members are fits of :class:`NWAttentionRegressor`'s
-        model. An ``init`` array starts every member; ``diversity_`` is the
-        first member's. Intervals calibrate each row some member held out
-        on the heads of the members that held it out. The user guide's
-        multi-head page says what members bought; :class:`HeadAllocator`
-        refits its choice with members.
-
-    head_weights : {'uniform', 'optimal'}, default='uniform'
-        How predictions combine the heads. ``'uniform'``: the plain average.
-        ``'optimal'``: ``alpha`` proportional to ``C^{-1} 1`` projected onto the
-        simplex, with ``C`` the second-moment matrix of the heads'
-        leave-one-out residuals on the training rows (the weights of least
-        leave-one-out error). The projections are learned with uniform
-        weights either way.
-
-    bvc_resamples : int, default=10
-        Bootstrap resamples for ``bvc_decomposition_``, computed at the end of
-        ``fit`` on at most 2000 training rows. ``0`` skips it.
-
-    n_jobs : int, default=None
-        Threads for the resamples of the decomposition (the numerical kernels
-        release the GIL). ``None`` means 1 unless in a
-        :obj:`joblib.parallel_backend` context; ``-1`` means all processors.
-
-    init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
-            (n_heads, head_dim, n_features), default='auto'
-        Starting projections. Each string option gives the heads blocks of
-        directions, disjoint while ``n_heads * head_dim <= n_features`` and
-        overlapping beyond: ``'random'``, blocks of random orthogonal
-        matrices; ``'pca'``, of the principal axes; ``'identity'``, of the
-        standardised features (beyond ``n_features``, head ``h`` takes
-        ``head_dim`` consecutive ones, cyclically, from
-        ``h * n_features // n_heads``, so no two heads repeat a block unless
-        ``head_dim = n_features``). ``'auto'`` is
-        ``'random'`` for several heads and as in :class:`NWAttentionRegressor`
-        for one. Each head's bandwidth is then picked from a grid by its
-        leave-one-out error (with ``'identity'``, each feature's scale too;
-        the user guide's multi-head page compares the starts). An array is
-        used as given, in the units of ``components_``.
-
-    %(optimisation)s
-
-    %(input)s
-
-    %(run)s
-
-    random_state : int, RandomState instance or None, default=None
-        Seed of the initial directions, the subsamples and the resamples.
-
-    %(verbose)s
-
-    Attributes
-    ----------
-    components_ : array of shape (n_members * n_heads, head_dim, n_features)
-        The learned projections ``W_h^T``, applied to the feature map of
-        ``standardize`` (in the input's units unless it is ``'power'``).
-
-    head_weights_ : array of shape (n_heads,)
-        The weights ``alpha`` that combine the heads' predictions.
-
-    hdi_ : float
-        Head Diversity Index of the learned subspaces (see
-        :func:`~nwensemble.diagnostics.head_diversity_index`), in [0, 1]; NaN
-        for one head. It is measured in the standardised feature space where
-        the heads are learned (with ``standardize=False`` it equals
-        ``head_diversity_index(components_)``).
-
-    subspace_similarity_ : array of shape (n_heads, n_heads)
-        ``||U_h^T U_g||_F^2 / head_dim`` for every pair of heads, in the same
-        space.
-
-    principal_angles_ : array of shape (n_heads, n_heads, head_dim)
-        Principal angles (radians) between every pair of head subspaces.
-
-    head_correlation_ : float
-        Mean pairwise correlation of the heads' leave-one-out residuals on the
-        training rows (an output-side diversity measure); NaN for one head.
-
-    diversity_ : float
-        The weight of the heads' ambiguity the projections were fitted with:
-        ``diversity``, or the value ``'auto'`` chose.
-
-    bvc_decomposition_ : :class:`~sklearn.utils.Bunch` or None
-        ``mse``, ``bias2``, ``variance``, ``covariance``, ``n_heads`` (and
-        ``n_resamples``, ``n_points``) of
-        :func:`~nwensemble.diagnostics.bvc_decomposition` on the training rows
-        with the learned projections held fixed, so that
-        ``mse = bias2 + variance / n_heads + (1 - 1 / n_heads) * covariance``.
-        None when ``bvc_resamples=0``.
-
-    n_support_fallback_ : array of int, shape (n_heads,)
-        Training rows (of those used for the leave-one-out statistics: all
-        up to 2048, else a random 2048) whose leave-one-out estimate had no
-        other row inside the compact kernel's support and fell back to the
-        nearest row, per head. Always 0 for ``kernel='softmax'``.
-
-    %(attributes)s
-
-    See Also
-    --------
-    NWAttentionRegressor : The single-head estimator.
-    nwensemble.diagnostics.bvc_decomposition : The decomposition on any data.
-
-    Notes
-    -----
-    One loss evaluation costs ``n_heads`` times that of one head and holds
-    ``n_heads`` (n, n) arrays (the backward pass needs every head's
-    attention). Prediction is chunked over query rows.
-
-    References
-    ----------
-    .. [1] E. Fokoue, "Multi-Head Attention as Ensemble Nadaraya-Watson
-       Estimation: Variance Reduction, Decorrelation, and Optimal Head
-       Diversity", arXiv:2605.20271.
-    .. [2] N. Ueda and R. Nakano, "Generalization error of ensemble
-       estimators", ICNN 1996.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_friedman1
-    >>> from nwensemble import MultiHeadNWRegressor
-    >>> X, y = make_friedman1(n_samples=300, noise=0.5, random_state=0)
-    >>> reg = MultiHeadNWRegressor(n_heads=3, head_dim=2, random_state=0).fit(X, y)
-    >>> reg.components_.shape
-    (3, 2, 10)
-    >>> bool(0 <= reg.hdi_ <= 1)
-    True
-    >>> y_pred, y_std = reg.predict(X[:2], return_std=True)
-    >>> y_std.shape
-    (2,)
-    """
-
-    _parameter_constraints: dict = {
-        **BaseNWRegressor._parameter_constraints,
-        "n_heads": [Interval(Integral, 1, None, closed="left")],
-        "n_members": [Interval(Integral, 1, None, closed="left")],
-        "diversity": [Interval(Real, -1, None, closed="left"), StrOptions({"auto"})],
-        "head_weights": [StrOptions({"uniform", "optimal"})],
-        "bvc_resamples": [Interval(Integral, 0, None, closed="left")],
-        "n_jobs": [Integral, None],
-    }
-
-    def __init__(
-        self,
-        n_heads=4,
-        *,
-        head_dim=None,
-        kernel="softmax",
-        categorical_features="from_dtype",
-        n_members=1,
-        diversity=0.0,
-        head_weights="uniform",
-        bvc_resamples=10,
-        n_jobs=None,
-        init="auto",
-        max_iter=200,
-        tol=1e-5,
-        solver="auto",
-        batch_size="auto",
-        early_stopping="auto",
-        validation_fraction="auto",
-        n_iter_no_change=10,
-        standardize="power",
-        duplicate_weight="auto",
-        local_fit="auto",
-        warm_start=False,
-        callback=None,
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
-        super().__init__(
-            head_dim=head_dim,
-            kernel=kernel,
-            categorical_features=categorical_features,
-            init=init,
-            max_iter=max_iter,
-            tol=tol,
-            solver=solver,
-            batch_size=batch_size,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            standardize=standardize,
-            duplicate_weight=duplicate_weight,
-            local_fit=local_fit,
-            warm_start=warm_start,
-            callback=callback,
-            device=device,
-            random_state=random_state,
-            verbose=verbose,
-        )
-        self.n_heads = n_heads
-        self.n_members = n_members
-        self.diversity = diversity
-        self.head_weights = head_weights
-        self.bvc_resamples = bvc_resamples
-        self.n_jobs = n_jobs
+class MultiHeadMixin:
+    """How many heads a multi-head estimator fits, how it weighs them and
+    the diagnostics of their diversity (``hdi_``, the decomposition), for
+    the regressor and the classifier alike."""
 
     def _fit_n_heads(self):
         return self.n_heads
@@ -350,6 +106,166 @@ class MultiHeadNWRegressor(BaseNWRegressor):
             rng=rng,
             n_jobs=self.n_jobs,
         )
+
+
+@fill_doc
+class MultiHeadNWRegressor(MultiHeadMixin, BaseNWRegressor):
+    """Multi-head attention regression: an ensemble of Nadaraya-Watson heads.
+
+    Each head ``h`` is a Nadaraya-Watson estimator (single-head softmax
+    attention) in its own learned subspace, ``f_h(x) = sum_i softmax_i(
+    -||W_h^T (x - x_i)||^2 / 2) y_i``, and the prediction is their weighted
+    average ``f(x) = sum_h alpha_h f_h(x)``. The projections ``W_h`` are learned
+    jointly by minimising the exact leave-one-out MSE of the uniform ensemble
+    less ``diversity`` times the heads' ambiguity (their spread around the
+    ensemble's prediction):
+
+    ``loss = sum_i sw_i [(f_{-i}(x_i) - y_i)^2
+    - diversity / H sum_h (f_{h,-i}(x_i) - f_{-i}(x_i))^2] / var(y)``.
+
+    Averaging heads whose errors are decorrelated lowers the ensemble's
+    variance; ``hdi_``, ``head_correlation_`` and ``bvc_decomposition_``
+    measure how diverse a fit's heads are and what that bought.
+
+    Read more in the :ref:`User Guide <multi_head>`.
+
+    Parameters
+    ----------
+    n_heads : int, default=4
+        Number of heads. ``n_heads=1`` is :class:`NWAttentionRegressor` (the
+        same predictions for the same ``random_state``).
+
+    head_dim : int, default=None
+        Dimension of each head's subspace. ``None`` follows the allocation rule
+        of :class:`HeadAllocator`: ``floor(log(n_samples / 10))`` within 1 and
+        ``n_features`` (all features for ``n_heads=1``).
+
+    %(kernel)s
+
+    %(categorical_features)s
+
+    %(multi_head_ensemble)s
+
+    %(multi_head_init)s
+
+    %(optimisation)s
+
+    %(input)s
+
+    %(local_fit)s
+
+    %(run)s
+
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initial directions, the subsamples and the resamples.
+
+    %(verbose)s
+
+    Attributes
+    ----------
+    %(multi_head_attributes)s
+
+    %(table_attributes)s
+
+    %(regression_attributes)s
+
+    %(fit_attributes)s
+
+    See Also
+    --------
+    NWAttentionRegressor : The single-head estimator.
+    nwensemble.diagnostics.bvc_decomposition : The decomposition on any data.
+
+    Notes
+    -----
+    One loss evaluation costs ``n_heads`` times that of one head and holds
+    ``n_heads`` (n, n) arrays (the backward pass needs every head's
+    attention). Prediction is chunked over query rows.
+
+    References
+    ----------
+    .. [1] E. Fokoue, "Multi-Head Attention as Ensemble Nadaraya-Watson
+       Estimation: Variance Reduction, Decorrelation, and Optimal Head
+       Diversity", arXiv:2605.20271.
+    .. [2] N. Ueda and R. Nakano, "Generalization error of ensemble
+       estimators", ICNN 1996.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_friedman1
+    >>> from nwensemble import MultiHeadNWRegressor
+    >>> X, y = make_friedman1(n_samples=300, noise=0.5, random_state=0)
+    >>> reg = MultiHeadNWRegressor(n_heads=3, head_dim=2, random_state=0).fit(X, y)
+    >>> reg.components_.shape
+    (3, 2, 10)
+    >>> bool(0 <= reg.hdi_ <= 1)
+    True
+    >>> y_pred, y_std = reg.predict(X[:2], return_std=True)
+    >>> y_std.shape
+    (2,)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseNWRegressor._parameter_constraints,
+        **MULTI_HEAD_CONSTRAINTS,
+    }
+
+    def __init__(
+        self,
+        n_heads=4,
+        *,
+        head_dim=None,
+        kernel="softmax",
+        categorical_features="from_dtype",
+        n_members=1,
+        diversity=0.0,
+        head_weights="uniform",
+        bvc_resamples=10,
+        n_jobs=None,
+        init="auto",
+        max_iter=200,
+        tol=1e-5,
+        solver="auto",
+        batch_size="auto",
+        early_stopping="auto",
+        validation_fraction="auto",
+        n_iter_no_change=10,
+        standardize="power",
+        duplicate_weight="auto",
+        local_fit="auto",
+        warm_start=False,
+        callback=None,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        super().__init__(
+            head_dim=head_dim,
+            kernel=kernel,
+            categorical_features=categorical_features,
+            init=init,
+            max_iter=max_iter,
+            tol=tol,
+            solver=solver,
+            batch_size=batch_size,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            standardize=standardize,
+            duplicate_weight=duplicate_weight,
+            local_fit=local_fit,
+            warm_start=warm_start,
+            callback=callback,
+            device=device,
+            random_state=random_state,
+            verbose=verbose,
+        )
+        self.n_heads = n_heads
+        self.n_members = n_members
+        self.diversity = diversity
+        self.head_weights = head_weights
+        self.bvc_resamples = bvc_resamples
+        self.n_jobs = n_jobs
 
 
 def _optimal_head_weights(residuals, sw):

@@ -3,12 +3,25 @@
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from nwensemble._base import BaseNWRegressor
 from nwensemble._docstrings import fill_doc
+from nwensemble._regressor_base import BaseNWRegressor
+
+
+class SingleHeadMixin:
+    """One head of full weight, for the regressor and the classifier."""
+
+    # components_ is (head_dim, n_features) rather than 3-D.
+    _single_head = True
+
+    def _fit_n_heads(self):
+        return 1
+
+    def _head_weights(self, fitted):
+        return [1.0]
 
 
 @fill_doc
-class NWAttentionRegressor(BaseNWRegressor):
+class NWAttentionRegressor(SingleHeadMixin, BaseNWRegressor):
     """Nadaraya-Watson regression as single-head softmax attention.
 
     The prediction for a query ``x`` is an attention-weighted average of the
@@ -35,20 +48,13 @@ class NWAttentionRegressor(BaseNWRegressor):
 
     %(categorical_features)s
 
-    init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
-            (head_dim, n_features), default='auto'
-        Starting projection. ``'auto'`` is ``'pca'`` when ``head_dim`` is smaller
-        than ``n_features`` and ``'identity'`` otherwise. ``'pca'``: the leading
-        principal axes of the standardised features; ``'identity'``: the first
-        ``head_dim`` standardised features; ``'random'``: Gaussian directions.
-        For these, the overall scale (the bandwidth) is then picked from a grid
-        by leave-one-out error on a subsample; with ``'identity'`` each
-        feature's scale is then fitted on its own, by the same error. An
-        array is used as given, in the units of ``components_``.
+    %(single_head_init)s
 
     %(optimisation)s
 
     %(input)s
+
+    %(local_fit)s
 
     %(run)s
 
@@ -59,17 +65,13 @@ class NWAttentionRegressor(BaseNWRegressor):
 
     Attributes
     ----------
-    components_ : array of shape (head_dim, n_features)
-        The learned projection ``W^T``, applied to the feature map of
-        ``standardize`` (in the input's units unless it is ``'power'``).
+    %(single_head_attributes)s
 
-    n_support_fallback_ : int
-        Training rows (of those used for the leave-one-out statistics: all
-        up to 2048, else a random 2048) whose leave-one-out estimate had no
-        other row inside the compact kernel's support and fell back to the
-        nearest row. Always 0 for ``kernel='softmax'``.
+    %(table_attributes)s
 
-    %(attributes)s
+    %(regression_attributes)s
+
+    %(fit_attributes)s
 
     See Also
     --------
@@ -111,7 +113,6 @@ class NWAttentionRegressor(BaseNWRegressor):
     """
 
     _parameter_constraints: dict = {**BaseNWRegressor._parameter_constraints}
-    _single_head = True
 
     def __init__(
         self,
@@ -157,9 +158,3 @@ class NWAttentionRegressor(BaseNWRegressor):
             random_state=random_state,
             verbose=verbose,
         )
-
-    def _fit_n_heads(self):
-        return 1
-
-    def _head_weights(self, fitted):
-        return [1.0]

@@ -91,7 +91,7 @@ def _feature_names(estimator, X):
     return [f"x{j}" for j in range(X.shape[1])]
 
 
-def validate_fit_data(estimator, X, y, *, categorical_features=None):
+def validate_fit_data(estimator, X, y, *, categorical_features=None, labels=False):
     """``fit``'s ``X`` and ``y`` checked by scikit-learn, and which columns of
     ``X`` are categorical.
 
@@ -100,7 +100,8 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
     ``X`` is such an array with missing values. Otherwise ``mask`` is the
     boolean mask of the categorical columns and ``X`` the table as given (a
     DataFrame, or an array), to be encoded (``column_types.fit_encoder``). ``y`` is
-    numeric, of one or several outputs, without missing values.
+    numeric, of one or several outputs, without missing values; with
+    ``labels``, class labels of any type (checked by the classifier).
     """
     X = as_pandas(X)
     reject_dates(X)
@@ -119,7 +120,7 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
                 dtype=(xp.float64, xp.float32),
                 ensure_all_finite="allow-nan",
                 multi_output=True,
-                y_numeric=True,
+                y_numeric=not labels,
                 ensure_min_samples=2,
             )
         except ValueError as exc:
@@ -129,7 +130,7 @@ def validate_fit_data(estimator, X, y, *, categorical_features=None):
             return Xv, y, None
         return Xv, y, np.zeros(Xv.shape[1], dtype=bool)
     validate_data(estimator, X, skip_check_array=True)
-    y = _check_y(y, multi_output=True, y_numeric=True, estimator=estimator)
+    y = _check_y(y, multi_output=True, y_numeric=not labels, estimator=estimator)
     check_consistent_length(X, y)
     if _num_samples(X) < 2:
         raise ValueError(

@@ -45,7 +45,9 @@ def _named(X, names):
 class WrapperMixin:
     """For an estimator whose ``fit`` starts with ``_fit_rows``."""
 
-    def _fit_rows(self, X, y, sample_weight, *, categorical_features, as_given=False):
+    def _fit_rows(
+        self, X, y, sample_weight, *, categorical_features, as_given=False, labels=False
+    ):
         """``fit``'s preamble: ``X`` and ``y`` validated for the inner
         estimators (see ``validate_fit_data``; ``categorical_features`` the
         first inner estimator's), the queries' reference set
@@ -56,10 +58,11 @@ class WrapperMixin:
         ``as_given``: a DataFrame goes to the inner estimators as it came,
         so that they hold its column names and validate queries against
         them (a wrapper that hands each query to one inner estimator then
-        need not validate it itself)."""
+        need not validate it itself). ``labels``: ``y`` holds class labels
+        (for an inner classifier), not numbers."""
         given = as_pandas(X) if as_given else None
         X, y, mask = validate_fit_data(
-            self, X, y, categorical_features=categorical_features
+            self, X, y, categorical_features=categorical_features, labels=labels
         )
         if is_dataframe(given):
             X = given

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nwensemble import HeadAllocator, MultiHeadNWRegressor
+from nwensemble import HeadAllocator, MultiHeadNWClassifier, MultiHeadNWRegressor
 from nwensemble._best_estimator_proxy import FORWARDED_ATTRIBUTES, NOT_FORWARDED
 
 
@@ -32,17 +32,25 @@ def _fitted_attributes(estimator):
 
 @pytest.mark.parametrize("data", [_numbers, _table], ids=["numbers", "table"])
 def test_the_list_covers_every_fitted_attribute_of_the_chosen_model(data):
-    """Each fitted attribute of the chosen model is forwarded (the same
-    object) or named as not forwarded; each forwarded one is documented."""
+    """Each fitted attribute of the chosen regressor or classifier is
+    forwarded (the same object) or named as not forwarded; each forwarded
+    one is documented, and the list holds no name neither model has."""
     X, y = data()
-    allocator = HeadAllocator(
-        MultiHeadNWRegressor(max_iter=3, random_state=0), budget=2
-    ).fit(X, y)
-    chosen = allocator.best_estimator_
-    fitted = _fitted_attributes(chosen)
-    assert fitted - set(NOT_FORWARDED) == set(FORWARDED_ATTRIBUTES)
+    labels = np.where(y > 0, "high", "low")
+    seen = set()
+    for model, target in (
+        (MultiHeadNWRegressor(max_iter=3, random_state=0), y),
+        (MultiHeadNWClassifier(max_iter=3, random_state=0), labels),
+    ):
+        allocator = HeadAllocator(model, budget=2).fit(X, target)
+        chosen = allocator.best_estimator_
+        fitted = _fitted_attributes(chosen) - set(NOT_FORWARDED)
+        assert fitted <= set(FORWARDED_ATTRIBUTES), fitted - set(FORWARDED_ATTRIBUTES)
+        for name in fitted:
+            assert getattr(allocator, name) is getattr(chosen, name), name
+        seen |= fitted
+    assert seen == set(FORWARDED_ATTRIBUTES)
     for name in FORWARDED_ATTRIBUTES:
-        assert getattr(allocator, name) is getattr(chosen, name), name
         assert f"``{name}``" in HeadAllocator.__doc__, name
 
 

@@ -186,3 +186,41 @@ def test_demo_on_the_gpu_stand_in(gpu_stand_in):
 def test_demo_device_cuda_without_a_gpu_says_so(no_gpu):
     with pytest.raises(SystemExit, match="needs CuPy and a CUDA GPU"):
         main(["demo", "--cv", "2", "--device", "cuda"], out=io.StringIO())
+
+
+def test_demo_on_a_text_target_fits_classifiers(tmp_path):
+    """A target column of text is class labels: the demo says so and
+    cross-validates the classifiers by log-loss."""
+    rng = np.random.default_rng(3)
+    lines = ["size,colour,kind"]
+    for i in range(60):
+        size = rng.normal()
+        colour = ["red", "blue"][i % 2] if i % 9 else ""
+        kind = "big" if size + (colour == "red") > 0.5 else "small"
+        lines.append(f"{size:.3f},{colour},{kind}")
+    path = tmp_path / "kinds.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = io.StringIO()
+    assert main(["demo", "--csv", str(path), "--cv", "2"], out=out) == 0
+    text = out.getvalue()
+    assert "The target column 'kind' holds text: its 2 distinct values" in text
+    assert "classification: 2 classes in the target column" in text
+    assert "NWAttentionClassifier" in text and "log-loss" in text
+    assert "Lowest log-loss on this table: " in text
+    assert "Which to start with on a new classification table" in text
+    assert "Brier score's bias-variance-covariance" in text
+
+
+def test_demo_refuses_a_class_too_rare_for_the_folds(tmp_path):
+    lines = ["a,kind"] + [f"{i},{'x' if i else 'y'}" for i in range(20)]
+    path = tmp_path / "rare.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit, match="class 'y' of .* has 1 rows; stratified"):
+        main(["demo", "--csv", str(path), "--cv", "3"], out=io.StringIO())
+
+
+def test_a_missing_label_is_refused(tmp_path):
+    path = tmp_path / "na.csv"
+    path.write_text("a,kind\n1,x\n2,NA\n")
+    with pytest.raises(SystemExit, match="line 3: the target column 'kind' holds 'NA'"):
+        main(["demo", "--csv", str(path)], out=io.StringIO())

@@ -5,7 +5,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from nwensemble import (
     HeadAllocator,
+    MultiHeadNWClassifier,
     MultiHeadNWRegressor,
+    NWAttentionClassifier,
     NWAttentionRegressor,
     ResidualStageRegressor,
 )
@@ -28,7 +30,7 @@ EXPECTED_FAILED_CHECKS = {
 
 def _expected_failed_checks(estimator):
     failed = dict(EXPECTED_FAILED_CHECKS)
-    if not isinstance(estimator, NWAttentionRegressor):
+    if not isinstance(estimator, (NWAttentionRegressor, NWAttentionClassifier)):
         # Random head directions are not a zero-error start on the blobs (and
         # the allocator is no transformer).
         del failed["check_transformer_n_iter"]
@@ -36,7 +38,12 @@ def _expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
-    [NWAttentionRegressor(), MultiHeadNWRegressor()],
+    [
+        NWAttentionRegressor(),
+        MultiHeadNWRegressor(),
+        NWAttentionClassifier(),
+        MultiHeadNWClassifier(),
+    ],
     expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_compatible_estimator(estimator, check):
@@ -51,6 +58,7 @@ def test_sklearn_compatible_estimator(estimator, check):
         MultiHeadNWRegressor(n_heads=2, kernel="biweight"),
         # Computes in NumPy whatever the input (no array-API checks then).
         MultiHeadNWRegressor(n_heads=2, device="cpu"),
+        MultiHeadNWClassifier(n_heads=2, kernel="epanechnikov", device="cpu"),
         # The checks seed top-level random_state only; the allocator has none.
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),
         ResidualStageRegressor(),

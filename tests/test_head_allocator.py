@@ -437,3 +437,112 @@ def test_set_output_gives_a_frame_of_the_chosen_models_components(small):
     assert list(out.columns) == list(alloc.get_feature_names_out())
     assert list(out.columns) == list(alloc.best_estimator_.get_feature_names_out())
     assert_allclose(out.to_numpy(), alloc.best_estimator_.transform(X[:5]))
+
+
+def test_allocates_a_classifiers_heads_by_leave_one_out_log_loss():
+    """With a classifier the allocator is a classifier: the log-loss of the
+    leave-one-out probabilities scores the candidates, and it predicts
+    probabilities, labels and sets through the chosen model."""
+    from sklearn.base import is_classifier
+    from sklearn.datasets import load_wine
+    from sklearn.metrics import log_loss
+
+    from nwensemble import MultiHeadNWClassifier
+
+    X, y = load_wine(return_X_y=True)
+    labels = np.array(["barolo", "grignolino", "barbera"])[y]
+    allocator = HeadAllocator(
+        MultiHeadNWClassifier(max_iter=20, bvc_resamples=0, random_state=0),
+        n_members=1,
+    ).fit(X, labels)
+    assert is_classifier(allocator)
+    chosen = allocator.best_estimator_
+    rows = chosen.calibration_rows_  # held out of the fit: 30 % of 178 rows
+    assert 0 < rows.size < 0.5 * X.shape[0]
+    assert allocator.best_score_ == pytest.approx(
+        -log_loss(labels[rows], chosen.loo_proba_[rows], labels=chosen.classes_)
+    )
+    assert allocator.best_score_ == max(allocator.cv_results_["mean_test_score"])
+    P = allocator.predict_proba(X[:5])
+    assert P.shape == (5, 3) and np.allclose(P.sum(axis=1), 1)
+    assert list(allocator.classes_) == sorted(set(labels))
+    assert set(allocator.predict(X[:5])) <= set(labels)
+    _, sets = allocator.predict_set(X[:5])
+    assert sets.shape == (5, 3)
+    assert allocator.score(X, labels) == chosen.score(X, labels)
+
+
+def test_a_regressors_allocator_has_no_class_probabilities(friedman):
+    X, y = friedman
+    allocator = HeadAllocator(MultiHeadNWRegressor(max_iter=2), budget=2).fit(X, y)
+    assert not hasattr(allocator, "predict_proba")
+    assert not hasattr(allocator, "predict_set")
+
+
+def test_a_classifiers_allocator_stratifies_its_folds():
+    from sklearn.datasets import load_iris
+
+    from nwensemble import MultiHeadNWClassifier
+
+    X, y = load_iris(return_X_y=True)
+    allocator = HeadAllocator(
+        MultiHeadNWClassifier(max_iter=5, bvc_resamples=0, random_state=0),
+        cv=3,
+        n_members=1,
+    ).fit(X, y)  # unshuffled KFold on iris' sorted labels would miss classes
+    assert np.all(np.isfinite(allocator.cv_results_["mean_test_score"]))
+
+
+def test_the_refit_with_members_alone_computes_the_decomposition(monkeypatch):
+    """Candidates that a refit with members replaces skip their
+    decomposition; the chosen model has its own."""
+    from nwensemble import _multi_head
+
+    X, y = make_friedman1(n_samples=120, n_features=5, random_state=0)
+    calls = []
+    original = _multi_head.MultiHeadMixin._training_bvc
+
+    def counting(self, keys, *, rng):
+        calls.append(self.n_members)
+        return original(self, keys, rng=rng)
+
+    monkeypatch.setattr(_multi_head.MultiHeadMixin, "_training_bvc", counting)
+    alloc = HeadAllocator(
+        MultiHeadNWRegressor(max_iter=5, bvc_resamples=2, random_state=0),
+        budget=4,
+        n_members=2,
+    ).fit(X, y)
+    assert calls == [2]
+    assert alloc.bvc_decomposition_.n_heads == 2 * alloc.n_heads_
+
+
+def test_the_refit_with_members_starts_from_the_chosen_candidate(monkeypatch):
+    """The chosen candidate is the refit's first member: the refit fits the
+    other members only, and the model is the one a fresh fit with members
+    gives."""
+    from nwensemble._fit import engine
+
+    X, y = make_friedman1(n_samples=150, n_features=5, random_state=1)
+    calls = []
+    original = engine._fit_member
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_fit_member", counting)
+    alloc = HeadAllocator(
+        MultiHeadNWRegressor(max_iter=10, bvc_resamples=0), n_members=3, random_state=0
+    ).fit(X, y)
+    n_candidates = len(alloc.cv_results_["params"])
+    assert len(calls) == n_candidates + 2
+    fresh = MultiHeadNWRegressor(
+        max_iter=10,
+        bvc_resamples=0,
+        n_heads=alloc.n_heads_,
+        head_dim=alloc.head_dim_,
+        n_members=3,
+        random_state=0,
+    ).fit(X, y)
+    assert_array_equal(alloc.components_, fresh.components_)
+    assert_array_equal(alloc.predict(X), fresh.predict(X))

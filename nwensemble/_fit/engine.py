@@ -75,6 +75,10 @@ class FittedHeads:
         (None: none).
     loo : LeaveOneOut
         The heads' leave-one-out residuals for the statistics that follow.
+    first_member : FirstMember
+        The first member's fit and the random state after it, with which a
+        fit of more members on the same rows can start (``fit_heads``'s
+        ``first_member``).
     """
 
     features: Any
@@ -85,6 +89,19 @@ class FittedHeads:
     solver: SolverResult
     heldout: tuple
     loo: LeaveOneOut
+    first_member: Any = None
+
+
+@dataclass(frozen=True, eq=False)
+class FirstMember:
+    """A fit's first member (its ``SolverResult``) and the random state that
+    followed it. The first member of a fit with more members on the same
+    rows, parameters and seed is the same member, drawn from the same
+    random state, so such a fit can take it and go on from that state (as
+    ``HeadAllocator`` does when it refits its choice with members)."""
+
+    solver: SolverResult
+    rng_state: tuple
 
 
 def scaled_targets(Y, sw, *, xp):
@@ -96,15 +113,17 @@ def scaled_targets(Y, sw, *, xp):
     return Yc / math.sqrt(total) if total > 0 else Yc
 
 
-def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp):
+def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=None):
     """Map the features, learn the heads' projections and their
     leave-one-out residuals.
 
     ``table`` holds the training rows as ``encoder`` (a ``TableEncoder`` or
     ``NumberColumns``) encoded them, ``Y`` (n, t) is an array of their
     namespace and device, ``sw`` (n,) non-negative weights summing to one;
-    ``previous`` the last fit's ``W`` (warm start) or None. Returns
-    ``FittedHeads``.
+    ``previous`` the last fit's ``W`` (warm start) or None;
+    ``first_member`` a ``FirstMember`` of a fit on the same rows with the
+    same parameters and seed, taken as this fit's first member, or None.
+    Returns ``FittedHeads``.
     """
     features, Xs = fit_feature_map(
         table, encoder, sw, standardize=config.standardize, rng=rng, xp=xp
@@ -121,19 +140,26 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp):
     if duplicates is not None:
         Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
-    members = [
-        _fit_member(
-            config,
-            _member_slice(previous, m, config),
-            features,
-            Xt,
-            Yt,
-            swt,
-            rng=rng,
-            xp=xp,
-        )
-        for m in range(config.n_members)
-    ]
+    members = []
+    for m in range(config.n_members):
+        if m == 0 and first_member is not None:
+            members.append(first_member.solver)
+            rng.set_state(first_member.rng_state)
+        else:
+            members.append(
+                _fit_member(
+                    config,
+                    _member_slice(previous, m, config),
+                    features,
+                    Xt,
+                    Yt,
+                    swt,
+                    rng=rng,
+                    xp=xp,
+                )
+            )
+        if m == 0:
+            after_first = FirstMember(members[0], rng.get_state())
     fitted = _joined(members)
     n_heads = config.n_heads * config.n_members
     d = fitted.W.shape[1] // n_heads
@@ -170,6 +196,7 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp):
         solver=fitted,
         heldout=heldout,
         loo=loo,
+        first_member=after_first,
     )
 
 

@@ -26,12 +26,15 @@ class CSVTable:
         float64 when every feature is numeric, else ``object`` with floats
         (NaN for empty cells) and strings (the text columns' levels).
     y : ndarray of shape (n_samples,)
-        The last column.
+        The last column: float64 numbers, or, where it holds text, its cells
+        as written (``object``), the class labels.
     feature_names : list of str
     text_columns : list of str
         The features read as text (categorical).
     notes : list of str
         What the reader decided that the user should know.
+    labels : bool
+        Whether ``y`` holds class labels (text) rather than numbers.
     """
 
     X: np.ndarray
@@ -39,10 +42,12 @@ class CSVTable:
     feature_names: list
     text_columns: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    labels: bool = False
 
 
 def read_table(path):
-    """Read the CSV at ``path``: features first, the numeric target last.
+    """Read the CSV at ``path``: features first, the target last (numbers,
+    or text: class labels).
 
     A first row of numbers only is data, not a header (the columns are then
     named ``x0``, ``x1``, ...). A first column whose header is empty,
@@ -95,6 +100,12 @@ def read_table(path):
         )
         names, columns = names[1:], columns[1:]
     y = _target(columns[-1], names[-1], lines, path)
+    labels = y.dtype == object
+    if labels:
+        notes.append(
+            f"The target column {names[-1]!r} holds text: its {len(set(y))} "
+            "distinct values are class labels."
+        )
     X_cols, text = [], []
     for name, cells in zip(names[:-1], columns[:-1]):
         values, is_text = _feature(cells, name, lines, path)
@@ -111,7 +122,7 @@ def read_table(path):
             X[:, j] = values
     else:
         X = np.array(X_cols, dtype=np.float64).T.reshape(len(lines), len(X_cols))
-    return CSVTable(X, y, names[:-1], text, notes)
+    return CSVTable(X, y, names[:-1], text, notes, labels)
 
 
 def _separator_hint(first):
@@ -150,17 +161,19 @@ def _counts_rows(cells):
 
 
 def _target(cells, name, lines, path):
-    out = []
+    """The target: float64 when every cell is a number, else the cells as
+    written (class labels); a missing cell is refused."""
     for cell, line in zip(cells, lines):
-        value = _number(cell)
-        if value is None:
-            what = "is empty" if not cell else f"holds {cell!r}"
+        if cell in MISSING:
+            what = "is empty" if not cell else f"holds {cell!r} (a missing value)"
             raise ValueError(
-                f"{path}, line {line}: the target column {name!r} {what}; the last "
-                "column must hold a number on every line."
+                f"{path}, line {line}: the target column {name!r} {what}; the "
+                "last column must hold a number or a class label on every line."
             )
-        out.append(value)
-    return np.asarray(out)
+    values = [_number(cell) for cell in cells]
+    if any(v is None for v in values):
+        return np.asarray(cells, dtype=object)
+    return np.asarray(values)
 
 
 def _feature(cells, name, lines, path):
