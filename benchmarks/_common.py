@@ -174,3 +174,16 @@ def variant_params(name, prefix="MultiHeadNW"):
         return None
     call = ast.parse(f"f({name[len(head) : -1]})", mode="eval").body
     return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+
+
+def catboost_frame(X):
+    """A frame as CatBoost takes it, and its categorical columns: every
+    column that is not numeric, as strings, missing values as the level
+    ``'nan'`` (CatBoost refuses NaN in categorical columns)."""
+    import pandas as pd
+
+    X = X.copy()
+    cats = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+    for c in cats:
+        X[c] = X[c].astype(object).where(X[c].notna(), "nan").astype(str)
+    return X, cats

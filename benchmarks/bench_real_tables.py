@@ -57,7 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line, variant_params  # noqa: E402
+from _common import catboost_frame, cpu_line, variant_params  # noqa: E402
 
 from nwensemble import (  # noqa: E402
     HeadAllocator,
@@ -100,21 +100,13 @@ class CatBoostOnFrame:
             random_seed=seed, verbose=0, allow_writing_files=False
         )
 
-    @staticmethod
-    def _prepared(X):
-        X = X.copy()
-        cats = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
-        for c in cats:
-            X[c] = X[c].astype(object).where(X[c].notna(), "nan").astype(str)
-        return X, cats
-
     def fit(self, X, y):
-        X, cats = self._prepared(X)
+        X, cats = catboost_frame(X)
         self.model.fit(X, y, cat_features=cats)
         return self
 
     def predict(self, X):
-        return self.model.predict(self._prepared(X)[0])
+        return self.model.predict(catboost_frame(X)[0])
 
 
 class HGBOnCategories:
