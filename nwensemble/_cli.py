@@ -93,6 +93,13 @@ def _demo(args, out):
         ResidualStageRegressor,
     )
 
+    if args.device == "cuda":
+        from nwensemble._shared.backend import gpu_namespace
+
+        try:
+            gpu_namespace()  # say at once, not in the middle of the folds
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
     text = []
     if args.csv is None:
         X, y = load_diabetes(return_X_y=True)
@@ -123,13 +130,6 @@ def _demo(args, out):
         scoring="neg_root_mean_squared_error",
     )
     nw = dict(device=args.device, random_state=args.random_state)
-    if args.device == "cuda":
-        from nwensemble._shared.backend import gpu_namespace
-
-        try:
-            gpu_namespace()  # say at once, not in the middle of the folds
-        except ValueError as exc:
-            raise SystemExit(f"error: {exc}") from None
     models = {}
     if args.device == "auto":
         # Its default stages compute where the data are.
@@ -369,7 +369,8 @@ def main(argv=None, out=None):
         "--head-dim",
         type=int,
         default=None,
-        help="NWAttentionRegressor's projection dimension (default: all)",
+        help="NWAttentionRegressor's (or NWAttentionClassifier's) projection "
+        "dimension (default: all)",
     )
     demo.add_argument(
         "--n-heads", type=int, default=4, help="heads of MultiHeadNW (default 4)"

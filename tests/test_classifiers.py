@@ -227,3 +227,24 @@ def test_grid_search_over_heads(three_classes):
     _fit(search, X, y)
     assert search.best_estimator_.n_heads in (1, 2)
     assert search.predict_proba(X).shape == (X.shape[0], 3)
+
+
+def test_device_cuda_computes_there_and_answers_in_numpy(three_classes, gpu_stand_in):
+    """With device='cuda' (here array_api_strict's second device in CuPy's
+    place) the model computes on the device; NumPy in, NumPy out, string
+    labels included."""
+    _, dev = gpu_stand_in
+    X, y = three_classes
+    names = np.array(["a", "b", "c"])[y]
+    clf = _fit(
+        MultiHeadNWClassifier(n_heads=2, device="cuda", max_iter=10, random_state=0),
+        X,
+        names,
+    )
+    assert clf.components_.device == dev
+    P = clf.predict_proba(X[:7])
+    assert isinstance(P, np.ndarray) and np.allclose(P.sum(axis=1), 1)
+    labels, sets = clf.predict_set(X[:7])
+    assert isinstance(sets, np.ndarray) and sets.shape == (7, 3)
+    assert_array_equal(clf.predict(X[:7]), labels)
+    assert set(labels) <= {"a", "b", "c"}
