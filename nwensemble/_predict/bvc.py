@@ -69,7 +69,10 @@ def bvc_parts(rows, weights, *, n_resamples, rng, n_jobs=None, F=None):
     H = n_heads
     count = np.zeros(n)
     S1 = np.zeros((H, n, t))  # sums of f_h - target
-    S2 = np.zeros((H, H, n, t))  # sums of products of those
+    S2 = np.zeros((H, n, t))  # sums of their squares
+    # Sums of the squared sum over heads: with S2, the sums of the products
+    # of different heads, which are all the covariance needs (not each pair).
+    SS = np.zeros((n, t))
     SE = np.zeros((n, t))  # sums of squared ensemble errors
     for out, preds in results:
         if preds is None:
@@ -77,17 +80,22 @@ def bvc_parts(rows, weights, *, n_resamples, rng, n_jobs=None, F=None):
         D = (preds - T[out][None]) / s
         count[out] += 1
         S1[:, out] += D
-        S2[:, :, out] += D[:, None] * D[None, :]
+        S2[:, out] += D * D
+        SS[out] += D.sum(axis=0) ** 2
         SE[out] += D.mean(axis=0) ** 2
     seen = count > 0
     if not np.any(seen):
         raise ValueError("No row was left out of any resample; increase n_resamples.")
     c = count[seen][:, None]
     mean = S1[:, seen] / c  # (H, m, t)
-    cov = S2[:, :, seen] / c - mean[:, None] * mean[None, :]
-    variance = float(np.mean(np.einsum("hhmt->hmt", cov)))
+    own = S2[:, seen] / c  # each head's mean square
+    variance = float(np.mean(own - mean**2))
     if H > 1:
-        covariance = float(np.mean(cov[~np.eye(H, dtype=bool)]))
+        # Summed over the pairs of different heads: the mean products less
+        # the products of the means.
+        cross = SS[seen] / c - own.sum(axis=0)
+        cross -= mean.sum(axis=0) ** 2 - (mean**2).sum(axis=0)
+        covariance = float(np.mean(cross)) / (H * (H - 1))
     else:
         covariance = 0.0
     parts = {
