@@ -93,11 +93,11 @@ class BaseNWClassifier(ClassifierMixin, BaseNW):
         prior = class_prior(codes, weights, classes.shape[0])
         P = to_numpy(loo).astype(np.float64)
         a = choose_prior_weight(P, codes, weights, prior)
-        rows = to_numpy(calibration)
-        own = rows, codes[rows]
-        P_true = (
-            1.0 - to_numpy(residuals).astype(np.float64)[np.arange(rows.size), own[1]]
-        )
+        # A calibration row's residual of its own class is 1 less its
+        # leave-one-out probability.
+        own = codes[to_numpy(calibration)]
+        R = to_numpy(residuals).astype(np.float64)
+        P_own = 1.0 - R[np.arange(own.size), own]
         dtype = loo.dtype
         self.classes_ = _like_labels(classes, y)
         self.class_prior_ = xp.asarray(prior, dtype=dtype, device=dev)
@@ -105,7 +105,7 @@ class BaseNWClassifier(ClassifierMixin, BaseNW):
         self.loo_proba_ = xp.asarray((1 - a) * P + a * prior, dtype=dtype, device=dev)
         self.calibration_rows_ = calibration
         self.calibration_scores_ = xp.asarray(
-            nonconformity((1 - a) * P_true + a * prior[own[1]]),
+            nonconformity((1 - a) * P_own + a * prior[own]),
             dtype=dtype,
             device=dev,
         )
