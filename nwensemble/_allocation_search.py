@@ -145,7 +145,7 @@ def fit_and_score_loo(
     if classifier:
         # Scored on the calibration rows: those held out of the projections'
         # fit where there are any, whose probabilities owe nothing to it (the
-        # other rows' favour larger allocations), else every computed row.
+        # other rows favour larger allocations), else every computed row.
         # Labels of any type: scored as NumPy.
         rows = to_numpy(estimator.calibration_rows_)
         y, loo = to_numpy(y)[rows], to_numpy(loo)[rows]

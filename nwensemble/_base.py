@@ -167,6 +167,8 @@ class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         xp, table, encoder, Y, sw, single_output = training_arrays(
             self, X, y, sample_weight
         )
+        # HeadAllocator hands its refit the candidate it chose, for one fit.
+        first_member = vars(self).pop("_given_first_member", None)
         fitted = fit_heads(
             self._fit_config(),
             table,
@@ -176,7 +178,7 @@ class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             previous=previous,
             rng=check_random_state(self.random_state),
             xp=xp,
-            first_member=vars(self).pop("_given_first_member", None),
+            first_member=first_member,
         )
         # For a refit with more members on the same rows (HeadAllocator).
         self._first_member = fitted.first_member

@@ -80,6 +80,13 @@ def _rows_needed(cv):
     return n
 
 
+def _neighbour_counts(n_rows, cv):
+    """The tuned k-NN's candidate ``k``: none above the rows of the smallest
+    inner (``_INNER_FOLDS``-fold) training split of ``cv`` outer folds."""
+    inner_rows = (n_rows * (cv - 1) // cv) * (_INNER_FOLDS - 1) // _INNER_FOLDS
+    return [k for k in (1, 3, 5, 10, 20, 40) if k <= inner_rows]
+
+
 def _demo(args, out):
     from sklearn.datasets import load_diabetes
     from sklearn.model_selection import GridSearchCV, KFold, cross_validate
@@ -118,9 +125,7 @@ def _demo(args, out):
         if table.labels:
             return _classification_demo(args, X, y, text, name, out)
     cv = KFold(n_splits=args.cv, shuffle=True, random_state=args.random_state)
-    # k may not exceed the rows of the smallest inner (5-fold) training split.
-    inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
-    ks = [k for k in (1, 3, 5, 10, 20, 40) if k <= inner_rows]
+    ks = _neighbour_counts(X.shape[0], args.cv)
     knn = GridSearchCV(
         make_pipeline(_knn_encoding(X), KNeighborsRegressor()),
         {
@@ -220,13 +225,10 @@ def _classification_demo(args, X, y, text, name, out):
             "smaller --cv or merge the rare classes."
         )
     nw = dict(device=args.device, random_state=args.random_state)
-    inner_rows = (X.shape[0] * (args.cv - 1) // args.cv) * 4 // 5
     knn = GridSearchCV(
         make_pipeline(_knn_encoding(X), KNeighborsClassifier()),
         {
-            "kneighborsclassifier__n_neighbors": [
-                k for k in (1, 3, 5, 10, 20, 40) if k <= inner_rows
-            ],
+            "kneighborsclassifier__n_neighbors": _neighbour_counts(X.shape[0], args.cv),
             "kneighborsclassifier__weights": ["uniform", "distance"],
         },
         scoring="neg_log_loss",
