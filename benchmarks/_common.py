@@ -65,8 +65,9 @@ def in_child(module, function, *args, env=None):
 
 
 # --mode avx2: NumPy's AVX-512 paths off, OpenBLAS told it runs on Haswell
-# and numba compiling for Haswell (its cache keeps code per CPU name), so
-# that an AVX-512 machine stands in for an AVX2 one.
+# and numba compiling for Haswell with Haswell's features (its cache keeps
+# code per CPU name and features), so that an AVX-512 machine stands in for
+# an AVX2 one.
 AVX2_ENV = {
     "NPY_DISABLE_CPU_FEATURES": (
         "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX "
@@ -74,6 +75,9 @@ AVX2_ENV = {
     ),
     "OPENBLAS_CORETYPE": "Haswell",
     "NUMBA_CPU_NAME": "haswell",
+    # Empty: the features Haswell has. Unset, numba adds the host's own
+    # (AVX-512 among them) to the CPU it is named.
+    "NUMBA_CPU_FEATURES": "",
 }
 
 

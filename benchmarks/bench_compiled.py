@@ -7,15 +7,22 @@ repeat, and the medians are printed with their ratio.
 
 Sections:
 
-* ``exp``: float32 ``exp`` over 2^26 values on one thread and on every
-  core (one thread per core): NumPy's against the compiled ``fast_exp``,
-  G/s.
+* ``exp``: float32 ``exp``, NumPy's against the compiled ``fast_exp``, G/s,
+  on one thread and on every core (one thread per core), two ways: over
+  2^26 values in memory (each thread its own contiguous part: the rate a
+  pass through memory gets), and in cache (each thread exponentiating its
+  own block of one prediction tile's size, 256 x 512, again and again: the
+  rate a tile's exp gets, the roofline of prediction).
 * ``predict``: ``MultiHeadNWRegressor(n_heads=4, head_dim=4, init='random',
   max_iter=0)`` on ``n`` float32 rows of 16 features predicts ``n`` queries,
   for each ``--sizes`` (20 000 and 50 000), with the local-constant and the
-  local-linear readout (``local_fit``); G kernel evaluations per second
-  (queries x rows x heads / time), against the NumPy exp rate of the
-  ``exp`` section.
+  local-linear readout (``local_fit``), on one thread and on every core; G
+  kernel evaluations per second (queries x rows x heads / time), the
+  NumPy path's and the compiled path's, and the compiled path's as a
+  fraction of the compiled exp's rate at the same thread count: in cache
+  (as many values exponentiated in tile-sized blocks, timed alongside the
+  predictions, repeat by repeat) and in memory (from the ``exp``
+  section).
 * ``train``: one leave-one-out loss and gradient of one softmax head
   (``loo_loss_and_grad``, float32, ``n = --train-n`` rows, head_dim 8 and
   16): NumPy's path through (n, n) blocks, the compiled sweep over blocks
@@ -30,7 +37,8 @@ Sections:
 
 ``--mode avx2`` runs it all in a child process with NumPy's AVX-512 paths
 disabled (``NPY_DISABLE_CPU_FEATURES``), OpenBLAS told it runs on Haswell
-(``OPENBLAS_CORETYPE``) and numba compiling for Haswell (``NUMBA_CPU_NAME``):
+(``OPENBLAS_CORETYPE``) and numba compiling for Haswell and its features
+only (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES``):
 an AVX2 machine, on an AVX-512 one. The CPU line
 says what the machine has.
 
@@ -61,10 +69,38 @@ def _cores():
 
 
 def _on_cores(fn, a, out):
-    """``fn(part, out_part)`` over one part of ``a`` per core, in threads."""
-    parts = np.array_split(np.arange(a.shape[0]), _cores())
-    with ThreadPoolExecutor(len(parts)) as pool:
-        list(pool.map(lambda p: fn(a[p[0] : p[-1] + 1], out[p[0] : p[-1] + 1]), parts))
+    """``fn(part, out_part)`` over one contiguous part of ``a`` per core, in
+    threads (the bounds computed, not an index array: building one over
+    2^26 values would be timed with the exp)."""
+    bounds = np.linspace(0, a.shape[0], _cores() + 1).astype(int)
+    with ThreadPoolExecutor(_cores()) as pool:
+        list(
+            pool.map(
+                lambda i: fn(
+                    a[bounds[i] : bounds[i + 1]], out[bounds[i] : bounds[i + 1]]
+                ),
+                range(_cores()),
+            )
+        )
+
+
+# One prediction tile's logits (``tiles._QUERY_TILE x tiles._KEY_TILE``).
+TILE_VALUES = 256 * 512
+
+
+def _in_cache(fn, blocks, repeats):
+    """``fn(block, out)`` ``repeats`` times on each of ``blocks`` (pairs of
+    one thread's tile-sized arrays), one thread per block."""
+
+    def run(i):
+        x, out = blocks[i]
+        for _ in range(repeats):
+            fn(x, out)
+
+    if len(blocks) == 1:
+        return run(0)
+    with ThreadPoolExecutor(len(blocks)) as pool:
+        list(pool.map(run, range(len(blocks))))
 
 
 def alternate(runs, repeats):
@@ -79,37 +115,62 @@ def alternate(runs, repeats):
 
 
 def section_exp(args):
+    """The exp rates, G/s: ``{(where, threads): {"numpy": rate, "compiled":
+    rate}}``, ``where`` "memory" or "cache", ``threads`` 1 or the cores."""
     from nwensemble._shared import numba_kernels as compiled
 
-    a = -np.random.default_rng(0).uniform(0, 80, 1 << 26).astype(np.float32)
+    rng = np.random.default_rng(0)
+    a = -rng.uniform(0, 80, 1 << 26).astype(np.float32)
     out = np.empty_like(a)
     compiled.exp_array(a[:10], out[:10])
-    times = alternate(
-        {
-            "numpy 1": lambda: np.exp(a, out=out),
-            "compiled 1": lambda: compiled.exp_array(a, out),
-            "numpy": lambda: _on_cores(lambda x, o: np.exp(x, out=o), a, out),
-            "compiled": lambda: _on_cores(compiled.exp_array, a, out),
-        },
-        args.repeats,
-    )
-    rates = {k: a.size / t / 1e9 for k, t in times.items()}
+    blocks = [
+        (
+            -rng.uniform(0, 80, TILE_VALUES).astype(np.float32),
+            np.empty(TILE_VALUES, np.float32),
+        )
+        for _ in range(_cores())
+    ]
+    passes = a.size // TILE_VALUES  # as many values per thread as in memory
+    numpy_exp = lambda x, o: np.exp(x, out=o)  # noqa: E731
+    runs = {
+        ("memory", 1, "numpy"): lambda: numpy_exp(a, out),
+        ("memory", 1, "compiled"): lambda: compiled.exp_array(a, out),
+        ("memory", _cores(), "numpy"): lambda: _on_cores(numpy_exp, a, out),
+        ("memory", _cores(), "compiled"): lambda: _on_cores(compiled.exp_array, a, out),
+        ("cache", 1, "numpy"): lambda: _in_cache(numpy_exp, blocks[:1], passes),
+        ("cache", 1, "compiled"): lambda: _in_cache(
+            compiled.exp_array, blocks[:1], passes
+        ),
+        ("cache", _cores(), "numpy"): lambda: _in_cache(numpy_exp, blocks, passes),
+        ("cache", _cores(), "compiled"): lambda: _in_cache(
+            compiled.exp_array, blocks, passes
+        ),
+    }
+    times = alternate(runs, args.repeats)
+    rates = {}
+    for (where, threads, path), t in times.items():
+        values = a.size if where == "memory" or threads == 1 else a.size * threads
+        rates.setdefault((where, threads), {})[path] = values / t / 1e9
     print("\n== exp, float32, G/s")
-    for label, suffix in (("one thread", " 1"), (f"{_cores()} threads", "")):
-        numpy, fast = rates["numpy" + suffix], rates["compiled" + suffix]
+    for (where, threads), r in rates.items():
+        label = "one thread" if threads == 1 else f"{threads} threads"
         print(
-            f"  {label}: NumPy {numpy:.2f}, compiled {fast:.2f} ({fast / numpy:.1f}x)",
+            f"  {where}, {label}: NumPy {r['numpy']:.2f}, compiled "
+            f"{r['compiled']:.2f} ({r['compiled'] / r['numpy']:.1f}x)",
             flush=True,
         )
-    return rates["numpy"]
+    return rates
 
 
-def section_predict(args, numpy_exp=None):
+def section_predict(args, exp_rates=None):
+    from threadpoolctl import threadpool_limits
+
     from nwensemble import MultiHeadNWRegressor
     from nwensemble._shared import numba_kernels as compiled
 
     print("\n== predict, softmax, 4 heads x 4 dims, float32: G evaluations/s")
-    for n, local_fit in itertools.product(args.sizes, ("constant", "linear")):
+    cases = itertools.product(args.sizes, ("constant", "linear"), (1, _cores()))
+    for n, local_fit, threads in cases:
         rng = np.random.default_rng(0)
         X = rng.standard_normal((n, 16)).astype(np.float32)
         y = rng.standard_normal(n).astype(np.float32)
@@ -131,16 +192,41 @@ def section_predict(args, numpy_exp=None):
 
             return go
 
-        run(True)()  # compiled once, outside the timing
-        times = alternate({"numpy": run(False), "compiled": run(True)}, args.repeats)
+        # The compiled exp on as many values, each thread its own tile-sized
+        # block in cache, timed alongside (the roofline at this moment).
+        blocks = [
+            (
+                -rng.uniform(0, 80, TILE_VALUES).astype(np.float32),
+                np.empty(TILE_VALUES, np.float32),
+            )
+            for _ in range(threads)
+        ]
+        passes = max(1, n * n * 4 // (TILE_VALUES * threads))
+
+        def exp_in_cache():
+            _in_cache(compiled.exp_array, blocks, passes)
+
+        # One thread: OpenMP's limit holds the host's threads too.
+        with threadpool_limits(threads):
+            run(True)()  # compiled once, outside the timing
+            times = alternate(
+                {"numpy": run(False), "compiled": run(True), "exp": exp_in_cache},
+                args.repeats,
+            )
         compiled.ENABLED = True
-        rate = {k: n * n * 4 / t / 1e9 for k, t in times.items()}
+        rate = {k: n * n * 4 / t / 1e9 for k, t in times.items() if k != "exp"}
+        exp_rate = passes * TILE_VALUES * threads / times["exp"] / 1e9
+        fast = rate["compiled"]
+        where = "one thread" if threads == 1 else f"{threads} threads"
         line = (
-            f"  {n} x {n}, local {local_fit}: NumPy path {rate['numpy']:.2f}, compiled "
-            f"{rate['compiled']:.2f} ({rate['compiled'] / rate['numpy']:.2f}x)"
+            f"  {n} x {n}, local {local_fit}, {where}: NumPy path {rate['numpy']:.2f}, "
+            f"compiled {fast:.2f} ({fast / rate['numpy']:.2f}x); of the compiled "
+            f"exp's rate in cache ({exp_rate:.2f}, timed alongside): "
+            f"{fast / exp_rate:.2f}"
         )
-        if numpy_exp:
-            line += f"; NumPy exp alone {numpy_exp:.2f} G/s"
+        if exp_rates:
+            memory = exp_rates["memory", threads]["compiled"]
+            line += f", in memory (the exp section's): {fast / memory:.2f}"
         print(line, flush=True)
 
 
@@ -236,9 +322,9 @@ def main():
     warnings.filterwarnings("ignore")
     print(cpu_line())
     apply_mode(args)
-    numpy_exp = section_exp(args) if "exp" in args.sections else None
+    exp_rates = section_exp(args) if "exp" in args.sections else None
     if "predict" in args.sections:
-        section_predict(args, numpy_exp)
+        section_predict(args, exp_rates)
     if "train" in args.sections:
         section_train(args)
     if "compile" in args.sections:

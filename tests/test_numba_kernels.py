@@ -1,6 +1,8 @@
 """The compiled host kernels: the exp's error bound, and the passes and the
 training objective they serve against NumPy's."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -10,6 +12,7 @@ from nwensemble._shared.attention import log_weights
 from nwensemble._shared.kernels import KERNELS
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.numba_tile_passes import CompiledTilePasses
+from nwensemble._shared.readout import Readout
 from nwensemble._shared.tiles import TilePasses
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba disabled")
@@ -47,27 +50,35 @@ def test_exp_tile_zeroes_the_left_out_keys():
     assert_allclose(got, ref, rtol=1e-14)
 
 
-def _keys(n, d, n_heads, dtype, seed=0):
+def _keys(n, d, n_heads, dtype, seed=0, readout=None):
     rng = np.random.default_rng(seed)
     Z = rng.standard_normal((n, n_heads * d)).astype(dtype)
     Y = rng.standard_normal((n, 2)).astype(dtype)
     sw = rng.uniform(0.5, 2.0, n).astype(dtype)
-    return Keys(Z, Y, log_weights(sw / sw.sum(), xp=np), KERNELS["softmax"], n_heads)
+    keys = Keys(Z, Y, log_weights(sw / sw.sum(), xp=np), KERNELS["softmax"], n_heads)
+    if readout is not None:
+        low, high = Y.min(axis=0), Y.max(axis=0)
+        keys = dataclasses.replace(keys, readout=Readout(0.1, low, high))
+    return keys
 
 
+@pytest.mark.parametrize("line", [False, True])
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-def test_compiled_passes_equal_numpy_tiles(monkeypatch, dtype, rtol):
+def test_compiled_passes_equal_numpy_tiles(monkeypatch, dtype, rtol, line):
     """Every pass (estimates, squared spread, heads, leave-one-out heads)
-    gives the NumPy tiles' results, also with a query far from every key."""
+    gives the NumPy tiles' results, with the local constant's columns and
+    the local line's, keys in chunks of one tile, the last tile partly
+    padding with a left-out key in it, and a query far from every key."""
     import nwensemble._shared.tiles as tiles
 
-    monkeypatch.setattr(tiles, "_KEY_TILE", 64)
-    keys = _keys(700, 3, 2, dtype)
+    monkeypatch.setattr(tiles, "_KEY_TILE", 48)
+    monkeypatch.setattr(tiles, "_CHUNK_BYTES", 1)  # one key tile per chunk
+    keys = _keys(700, 3, 2, dtype, readout=line or None)
     Q = np.random.default_rng(1).standard_normal((90, 6)).astype(dtype)
     Q[7] += 30.0
     fast, slow = CompiledTilePasses(keys), TilePasses(keys)
     alpha = [0.3, 0.7]
-    rows = np.array([5, 0, 699, 13, 200])
+    rows = np.array([5, 0, 699, 13, 200, 690])
     pairs = [
         (fast.estimates(Q, alpha), slow.estimates(Q, alpha)),
         (fast.head_estimates(Q), slow.head_estimates(Q)),
@@ -85,30 +96,61 @@ def test_compiled_passes_equal_numpy_tiles(monkeypatch, dtype, rtol):
         assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
 
 
+def test_tile_sums_zero_the_left_out_key_and_the_padding():
+    """``tile_sums`` against the sums written out: a chunk of 10 keys from
+    key 20 in tiles of 4 (the last half padding), a query leaving out a key
+    of that last tile, another one of the first, one none and one a key
+    outside the chunk."""
+    from nwensemble._shared.numba_tile_passes import _tiles
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((4, 3))
+    ops = rng.standard_normal((3, 10))
+    R = rng.standard_normal((10, 3))
+    own = np.array([29, 21, -1, 5])
+    E = np.exp(q @ ops)
+    for r, key in enumerate(own):
+        if 20 <= key < 30:
+            E[r, key - 20] = 0.0
+    K, RT = _tiles(ops, 4), _tiles(R.T, 4)
+    assert K.shape == (3, 3, 4)
+    R_tiles = np.ascontiguousarray(RT.transpose(0, 2, 1))
+    num = np.ones((4, 3))
+    got = compiled.tile_sums(q, K, R_tiles, own, 20, 10, num, np.empty((4, 4)))
+    assert_allclose(got, 1.0 + E @ R, rtol=1e-13)
+
+
 def test_compiled_passes_exponentiate_every_tile_with_the_compiled_exp(monkeypatch):
-    """Each pass of the compiled passes goes through ``exp_tile`` and none
-    through NumPy's exp: the equality above holds for either."""
+    """Each pass of the compiled passes goes through the compiled kernels
+    (``tile_sums`` for the sums, ``exp_tile`` for the spread's tiles) and
+    none through NumPy's exp: the equality above holds for either."""
     import nwensemble._shared.tile_ops as tile_ops
 
     keys = _keys(300, 3, 2, np.float32)
     Q = np.random.default_rng(1).standard_normal((40, 6)).astype(np.float32)
-    compiled_tiles = []
-    original = compiled.exp_tile
+    calls = []
 
-    def counting(A, own, c0):
-        compiled_tiles.append(A.shape)
-        return original(A, own, c0)
+    def counting(name):
+        original = getattr(compiled, name)
+
+        def count(*args):
+            calls.append(name)
+            return original(*args)
+
+        monkeypatch.setattr(compiled, name, count)
 
     def numpy_exp(*args, **kwargs):
         raise AssertionError("a compiled pass took NumPy's exp")
 
-    monkeypatch.setattr(compiled, "exp_tile", counting)
+    counting("exp_tile")
+    counting("tile_sums")
     monkeypatch.setattr(tile_ops, "exp_inplace", numpy_exp)
     fast = CompiledTilePasses(keys)
     fast.estimates(Q, [0.5, 0.5])
     fast.head_estimates(None, loo_rows=np.array([3, 7]))
+    assert set(calls) == {"tile_sums"}
     fast.estimates_and_squared_spread(Q, [0.5, 0.5])
-    assert len(compiled_tiles) >= 3
+    assert "exp_tile" in calls
 
 
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-4)])

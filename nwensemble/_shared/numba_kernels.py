@@ -13,7 +13,11 @@ readout sums, each a pass over the row in L1) and ``gradient_block`` (the
 loss's derivative in the logits, in place, with its column sums); its
 first path over each pair of rows once (``_fit/loo_pairs.py``) takes
 ``pair_weights`` (a strip's kernel values and both rows' sums) and
-``pair_gradient`` (the derivative in both directions, in place). The
+``pair_gradient`` (the derivative in both directions, in place).
+Prediction's sums of a block of queries over a chunk of keys take
+``tile_sums``: every tile's score product, exp and product with the
+readout's columns in one call (the products BLAS's, called from the
+compiled loop), so that the threads' tiles wait on no interpreter. The
 kernels release the GIL (``map_on_host_threads`` spreads tasks over
 threads).
 
@@ -276,3 +280,26 @@ if numba is not None:
                     _pair_factor(f, L[h, k, i + 1 :], R[k, i + 1 :], a, b)
                 _times(row, f)
         return K
+
+    @_jit_exact
+    def tile_sums(q, K, R, own, k0, width, num, A):
+        """``num += E @ R`` over a chunk of keys, tile by tile: ``E`` the
+        exponentiated logits of the queries' operands ``q`` (rows, p) on the
+        keys' ``K`` (tiles, p, tile), with query ``r``'s weight on key
+        ``own[r]`` (an index of the whole set, -1 for none) zero; ``R``
+        (tiles, tile, columns) the keys' readout columns. The chunk starts
+        at key ``k0`` and holds ``width`` keys (the last tile's rest is
+        padding, zeros in ``R``); ``A`` (rows, tile) is the tile's
+        workspace."""
+        tile = K.shape[2]
+        for t in range(K.shape[0]):
+            np.dot(q, K[t], A)
+            c0 = k0 + t * tile
+            w = min(tile, width - t * tile)
+            for r in range(q.shape[0]):
+                _exp_all(A[r, :w])
+                A[r, w:] = 0.0
+                if c0 <= own[r] < c0 + w:
+                    A[r, own[r] - c0] = 0.0
+            num += np.dot(A, R[t])
+        return num

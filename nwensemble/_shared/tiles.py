@@ -289,20 +289,19 @@ class TilePasses(BlockPasses):
             chunk = _keys_per_chunk(keys)
             for k0 in range(0, n if queries is not None else 0, chunk):
                 columns = readout_columns(keys, slice(k0, min(k0 + chunk, n)))
+                key_chunk = self._key_chunk(operands, columns, k0)
 
-                def chunk_sums(i, k0=k0, columns=columns, nums=nums):
+                def chunk_sums(i, k0=k0, key_chunk=key_chunk, nums=nums):
                     h, r0 = tasks[i]
                     rows, left_out = tile_rows(r0)
                     q = queries[h][rows, :]
-                    return self._block_sums(
-                        q, operands[h], columns[h], left_out, k0, nums[i]
-                    )
+                    return self._block_sums(q, key_chunk[h], left_out, k0, nums[i])
 
                 nums = map_on_host_threads(
                     chunk_sums, range(len(tasks)), xp=xp, threads=big
                 )
                 # Gone before the next chunk's are built.
-                del columns, chunk_sums
+                del columns, key_chunk, chunk_sums
             return nums
 
         def stable_sums(h, q, left_out):
@@ -353,13 +352,22 @@ class TilePasses(BlockPasses):
             )
         return [parts[h::n_heads] for h in range(n_heads)]
 
-    def _block_sums(self, q, operands, R, left_out, k0, num):
+    def _key_chunk(self, operands, columns, k0):
+        """Per head, what ``_block_sums`` reads of the keys ``k0 : k0 +
+        len(columns[h])``: their logit operands (``operands[h]``, every
+        key's) and readout columns ``columns[h]``; the compiled passes lay
+        them out in tiles."""
+        return list(zip(operands, columns))
+
+    def _block_sums(self, q, key_chunk, left_out, k0, num):
         """``num`` (None for none yet) plus ``E @ R`` for a block of queries
         ``q`` (operands of ``tile_ops.logit_operands``) on the keys ``k0 :
         k0 + len(R)``, whose readout columns are ``R`` (last column ones),
         tile by tile, the weight of query ``r`` on key ``left_out[r]`` (a
-        NumPy array, or None) zero."""
+        NumPy array, or None) zero; ``key_chunk`` is ``(operands, R)``, one
+        head's of ``_key_chunk``."""
         xp = self.keys.xp
+        operands, R = key_chunk
         k1 = k0 + R.shape[0]
         buf = workspace_buffer({}, (q.shape[0], _KEY_TILE), q, xp=xp)
         exp = self._tile_exp(q.dtype, left_out)
