@@ -162,28 +162,36 @@ def section_exp(args):
     return rates
 
 
+def predict_problem(n, local_fit):
+    """The prediction timed here: ``(model, queries, rng)``, a
+    ``MultiHeadNWRegressor`` of 4 random heads of 4 dimensions on ``n``
+    float32 rows of 16 features, ``n`` queries."""
+    from nwensemble import MultiHeadNWRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 16)).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    model = MultiHeadNWRegressor(
+        n_heads=4,
+        head_dim=4,
+        init="random",
+        max_iter=0,
+        bvc_resamples=0,
+        local_fit=local_fit,
+        random_state=0,
+    ).fit(X, y)
+    return model, rng.standard_normal((n, 16)).astype(np.float32), rng
+
+
 def section_predict(args, exp_rates=None):
     from threadpoolctl import threadpool_limits
 
-    from nwensemble import MultiHeadNWRegressor
     from nwensemble._shared import numba_kernels as compiled
 
     print("\n== predict, softmax, 4 heads x 4 dims, float32: G evaluations/s")
     cases = itertools.product(args.sizes, ("constant", "linear"), (1, _cores()))
     for n, local_fit, threads in cases:
-        rng = np.random.default_rng(0)
-        X = rng.standard_normal((n, 16)).astype(np.float32)
-        y = rng.standard_normal(n).astype(np.float32)
-        model = MultiHeadNWRegressor(
-            n_heads=4,
-            head_dim=4,
-            init="random",
-            max_iter=0,
-            bvc_resamples=0,
-            local_fit=local_fit,
-            random_state=0,
-        ).fit(X, y)
-        Xq = rng.standard_normal((n, 16)).astype(np.float32)
+        model, Xq, rng = predict_problem(n, local_fit)
 
         def run(flag):
             def go():

@@ -9,9 +9,10 @@ NumPy product, the compiled ``exp_tile`` and another NumPy product per
 tile. This script times both side by side, alternating, the earlier one
 put back by a patch: ``MultiHeadNWRegressor(n_heads=4, head_dim=4,
 init='random', max_iter=0)`` on ``n`` float32 rows of 16 features
-predicts ``n`` queries (``--sizes``), local constant and local linear,
-on one thread and on every core; medians of ``--repeats``, G kernel
-evaluations per second (queries x rows x heads / time) and the ratio.
+predicts ``n`` queries (``--sizes``; ``bench_compiled.predict_problem``),
+local constant and local linear, on one thread and on every core; medians
+of ``--repeats``, G kernel evaluations per second (queries x rows x heads
+/ time) and the ratio.
 
 This is a measurement script: it patches the private kernels module.
 
@@ -35,6 +36,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import add_mode, apply_mode, cpu_line  # noqa: E402
+from bench_compiled import predict_problem  # noqa: E402
 
 
 def tile_by_tile_passes():
@@ -66,25 +68,12 @@ def main():
     from threadpoolctl import threadpool_limits
 
     import nwensemble._shared.kernels as kernels
-    from nwensemble import MultiHeadNWRegressor
 
     before = tile_by_tile_passes()
     cores = os.cpu_count() or 1
     print("G evaluations/s: tile by tile (before), one call per chunk (now)")
     for n, local_fit in itertools.product(args.sizes, ("constant", "linear")):
-        rng = np.random.default_rng(0)
-        X = rng.standard_normal((n, 16)).astype(np.float32)
-        y = rng.standard_normal(n).astype(np.float32)
-        model = MultiHeadNWRegressor(
-            n_heads=4,
-            head_dim=4,
-            init="random",
-            max_iter=0,
-            bvc_resamples=0,
-            local_fit=local_fit,
-            random_state=0,
-        ).fit(X, y)
-        Xq = rng.standard_normal((n, 16)).astype(np.float32)
+        model, Xq, _ = predict_problem(n, local_fit)
         for threads in (1, cores):
 
             def run(old):
