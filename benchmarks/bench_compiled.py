@@ -88,6 +88,18 @@ def _on_cores(fn, a, out):
 TILE_VALUES = 256 * 512
 
 
+def _tile_blocks(rng, count):
+    """``count`` pairs of tile-sized float32 arrays: never-positive logits
+    and the exp's output, one pair per thread."""
+    return [
+        (
+            -rng.uniform(0, 80, TILE_VALUES).astype(np.float32),
+            np.empty(TILE_VALUES, np.float32),
+        )
+        for _ in range(count)
+    ]
+
+
 def _in_cache(fn, blocks, repeats):
     """``fn(block, out)`` ``repeats`` times on each of ``blocks`` (pairs of
     one thread's tile-sized arrays), one thread per block."""
@@ -123,13 +135,7 @@ def section_exp(args):
     a = -rng.uniform(0, 80, 1 << 26).astype(np.float32)
     out = np.empty_like(a)
     compiled.exp_array(a[:10], out[:10])
-    blocks = [
-        (
-            -rng.uniform(0, 80, TILE_VALUES).astype(np.float32),
-            np.empty(TILE_VALUES, np.float32),
-        )
-        for _ in range(_cores())
-    ]
+    blocks = _tile_blocks(rng, _cores())
     passes = a.size // TILE_VALUES  # as many values per thread as in memory
     numpy_exp = lambda x, o: np.exp(x, out=o)  # noqa: E731
     runs = {
@@ -202,13 +208,7 @@ def section_predict(args, exp_rates=None):
 
         # The compiled exp on as many values, each thread its own tile-sized
         # block in cache, timed alongside (the roofline at this moment).
-        blocks = [
-            (
-                -rng.uniform(0, 80, TILE_VALUES).astype(np.float32),
-                np.empty(TILE_VALUES, np.float32),
-            )
-            for _ in range(threads)
-        ]
+        blocks = _tile_blocks(rng, threads)
         passes = max(1, n * n * 4 // (TILE_VALUES * threads))
 
         def exp_in_cache():

@@ -48,6 +48,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import cpu_line  # noqa: E402
+from bench_accuracy import geo  # noqa: E402
 
 from nwensemble import (  # noqa: E402
     HeadAllocator,
@@ -164,9 +165,7 @@ def main():
             f"({np.median(fit_s[name]):.2f} s)"
             for name, r in rmse.items()
         )
-        ratio = np.exp(
-            np.mean(np.log(np.array(rmse["ResidualStage"]) / np.array(rmse["HistGB"])))
-        )
+        ratio = geo(list(np.array(rmse["ResidualStage"]) / np.array(rmse["HistGB"])))
         print(f"{problem:<12} {cells}  ResidualStage / HistGB {ratio:.3f}", flush=True)
 
 

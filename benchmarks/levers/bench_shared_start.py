@@ -4,8 +4,7 @@ start.
 With members (the recommended start's first stage has four up to 1024
 rows), each member searches its own start (``_fit/start.py``: a grid of
 scales on its own subsample of at most 512 rows, a scale per direction
-fitted by L-BFGS, and a check of those on four cross-fitted folds), which
-was half of ``ResidualStageRegressor()``'s fit on wine's first fold. This
+fitted by L-BFGS, and a check of those on four cross-fitted folds). This
 script compares that with the later members taking the first member's
 start (a patch on the engine's ``initial_projection``; each member still
 holds its own rows out and trains from there), and with the later members
@@ -35,7 +34,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from _common import cpu_line, lever_runs  # noqa: E402
-from bench_accuracy import numeric_sets  # noqa: E402
+from bench_accuracy import geo, numeric_sets  # noqa: E402
 
 import nwensemble._fit.engine as engine  # noqa: E402
 import nwensemble._fit.start as start_module  # noqa: E402
@@ -145,7 +144,7 @@ def main():
             r, s = np.array(r), np.array(speeds[model_name, v])
             print(
                 f"{model_name}, {v}: RMSE / own starts', geometric mean "
-                f"{np.exp(np.mean(np.log(r))):.4f} (range {r.min():.3f}-"
+                f"{geo(list(r)):.4f} (range {r.min():.3f}-"
                 f"{r.max():.3f}); fit time own / {v} median {np.median(s):.2f}x"
             )
 
