@@ -4,9 +4,10 @@ Two sections, each a table of ``MultiHeadNWRegressor`` fits that differ only
 in ``diversity`` (the weight of the heads' ambiguity, see the user guide):
 
 * ``regimes``: Friedman #1 (10 features, 5 informative) with Gaussian noise,
-  ``--seeds`` seeds (the data, its noise and the model's ``random_state``),
-  2000 test rows scored against the noiseless truth. For each stated regime
-  (noise, n, n_heads, head_dim) and each ``diversity`` in -1, -0.5 and
+  in the stated regimes (``REGIMES``, or ``--regimes``), ``--seeds`` seeds
+  (the data, its noise and the model's ``random_state``), 2000 test rows
+  scored against the noiseless truth. For each regime (noise, n,
+  n_heads, head_dim) and each ``diversity`` in -1, -0.5 and
   ``'auto'``, the mean test MSE change against ``diversity=0`` with its
   standard error over seeds, the seeds on which it is lower, and the mean
   pairwise correlation of the heads' leave-one-out residuals.
@@ -21,7 +22,8 @@ in ``diversity`` (the weight of the heads' ambiguity, see the user guide):
 Tasks run in ``--jobs`` processes with one BLAS thread each.
 
 Run: ``python benchmarks/levers/bench_diversity.py [--sections regimes tabular]
-[--seeds 10] [--data ../shared/data] [--markdown diversity.md]``
+[--seeds 10] [--regimes 3,300,4,2 1,1000,4,2] [--data ../shared/data]
+[--markdown diversity.md]``
 """
 
 import argparse
@@ -90,9 +92,9 @@ def regimes(args, emit):
         "lower on | residual corr. (0 -> setting) |"
     )
     emit("|---|---|---|---|---|---|---|---|")
-    jobs = [(r, s) for r in REGIMES for s in range(args.seeds)]
+    jobs = [(r, s) for r in args.regimes for s in range(args.seeds)]
     results = Parallel(n_jobs=args.jobs)(delayed(regime_task)(*r, s) for r, s in jobs)
-    for regime in REGIMES:
+    for regime in args.regimes:
         runs = [res for (r, _), res in zip(jobs, results) if r == regime]
         base = np.array([run[0.0][0] for run in runs])
         corr0 = np.mean([run[0.0][1] for run in runs])
@@ -141,6 +143,12 @@ def tabular(args, emit):
     emit("")
 
 
+def _regime(text):
+    """``"noise,n,n_heads,head_dim"`` as a regime tuple."""
+    noise, n, n_heads, head_dim = text.split(",")
+    return float(noise), int(n), int(n_heads), int(head_dim)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -150,6 +158,14 @@ def main():
         choices=["regimes", "tabular"],
     )
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--regimes",
+        nargs="+",
+        type=_regime,
+        default=list(REGIMES),
+        metavar="NOISE,N,HEADS,DIM",
+        help="the regimes section's problems (issue 66's: 3,300,4,2 1,1000,4,2)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument(
         "--data", default=os.path.join(HERE, "..", "..", "shared", "data")

@@ -228,7 +228,7 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
                 unit, Xs, Ys, sw, kernel=kernel, xp=xp, narrowest=narrowest
             )
             if fitted_loss < loss and _own_scales_generalise(
-                unit, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp
+                unit, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp, near=scale
             ):
                 W[:, cols] = unit * scales[None, :]
             else:
@@ -236,13 +236,16 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     return W, own_scales
 
 
-def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
+def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp, near=None):
     """Whether per-direction scales of the columns of ``W`` (p, d; NumPy)
     predict rows they were not fitted to better than one common scale does.
 
     Cross-fitting on the subsample in ``_CROSS_FIT_FOLDS`` folds: on each
     fold's complement both starts are fitted as ``_search_scales`` fits
-    them, and the fold's rows are predicted from the complement's. With few
+    them, and the fold's rows are predicted from the complement's; the
+    common scale of each complement is the local minimum of the grid's
+    losses that a descent from ``near`` (the whole subsample's best scale)
+    reaches (with None, the whole grid's best). With few
     rows per feature the per-direction scales can lower the leave-one-out
     loss of the rows they were fitted to and still predict new rows worse
     than one scale; the full fit then starts from them and early stopping
@@ -258,7 +261,7 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp):
         rest = np.sort(np.concatenate(folds[:k] + folds[k + 1 :]))
         train = take_rows(Xs, Ys, sw, rest, xp=xp)
         test = take_rows(Xs, Ys, sw, np.sort(fold), xp=xp)
-        scale, _ = _best_scale(Wx, *train, _SCALE_GRID, kernel=kernel, xp=xp)
+        scale, _ = _best_scale(Wx, *train, _SCALE_GRID, kernel=kernel, xp=xp, near=near)
         own, _ = _fit_direction_scales(
             W, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
         )
@@ -313,16 +316,42 @@ def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp, narrowest):
     return np.exp(result.x), loss
 
 
-def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp):
+def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp, near=None):
     """The factor of ``grid`` that gives ``W`` the lowest leave-one-out loss,
-    and that loss."""
+    and that loss.
+
+    With ``near`` (a factor of ``grid``), the local minimum that a descent
+    from ``near`` reaches, one step of the grid at a time: the grid's best
+    wherever the loss has one minimum over the grid, for a few of its
+    losses when ``near`` lies close to it (three to five where ``near`` is
+    the best scale of most of the same rows).
+    """
     workspace = {}
-    losses = [
-        _loo_value(W * float(g), Xs, Ys, sw, kernel=kernel, workspace=workspace, xp=xp)
-        for g in grid
-    ]
-    best = int(np.argmin(losses))
-    return float(grid[best]), losses[best]
+    losses = {}
+
+    def loss_at(i):
+        if i not in losses:
+            losses[i] = _loo_value(
+                W * float(grid[i]),
+                Xs,
+                Ys,
+                sw,
+                kernel=kernel,
+                workspace=workspace,
+                xp=xp,
+            )
+        return losses[i]
+
+    if near is None:
+        best = int(np.argmin([loss_at(i) for i in range(len(grid))]))
+        return float(grid[best]), losses[best]
+    best = int(np.argmin(np.abs(np.asarray(grid) - near)))
+    while True:
+        steps = [i for i in (best - 1, best + 1) if 0 <= i < len(grid)]
+        step = min(steps, key=loss_at)
+        if not loss_at(step) < loss_at(best):
+            return float(grid[best]), losses[best]
+        best = step
 
 
 def _loo_value(W, Xs, Ys, sw, *, kernel, workspace, xp):
