@@ -62,6 +62,8 @@ def test_sklearn_compatible_estimator(estimator, check):
         # The checks seed top-level random_state only; the allocator has none.
         HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=None, budget=4),
         ResidualStageRegressor(),
+        # Both stages on the features and their maps.
+        ResidualStageRegressor(target_maps=True),
     ],
     expected_failed_checks=_expected_failed_checks,
 )
