@@ -522,7 +522,9 @@ def _numeric_columns(X, table, categorical_features):
 def _with_maps(X, M):
     """Rows ``X`` (a validated array, a DataFrame or an ``object`` table) with
     the maps ``M`` (float64 NumPy) as further columns: a DataFrame's named
-    after the features they map when its names are strings."""
+    ``target_map_0``, ``target_map_1``, ... where its names are strings
+    (with underscores in front of a name a feature has), numbered on from
+    its columns where they are not."""
     if is_dataframe(X):
         import pandas as pd
 

@@ -245,8 +245,8 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp, near=None):
     them, and the fold's rows are predicted from the complement's; the
     common scale of each complement is the local minimum of the grid's
     losses that a descent from ``near`` (the whole subsample's best scale)
-    reaches (with None, the whole grid's best). With few
-    rows per feature the per-direction scales can lower the leave-one-out
+    reaches (with None, the whole grid's best). With few rows per feature
+    the per-direction scales can lower the leave-one-out
     loss of the rows they were fitted to and still predict new rows worse
     than one scale; the full fit then starts from them and early stopping
     keeps it near them. With fewer than two rows per fold: one scale.
@@ -348,7 +348,7 @@ def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp, near=None):
     best = int(np.argmin(np.abs(np.asarray(grid) - near)))
     while True:
         steps = [i for i in (best - 1, best + 1) if 0 <= i < len(grid)]
-        step = min(steps, key=loss_at)
+        step = min(steps, key=loss_at, default=best)
         if not loss_at(step) < loss_at(best):
             return float(grid[best]), losses[best]
         best = step
