@@ -109,9 +109,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         the sum fitted with them predicts the rows that calibrate both
         sums' intervals (held out of the projections' fits) clearly better.
         Clearly: by more than two standard errors of the rows' paired
-        differences in squared error. The check costs a tenth to a third
-        of a fit, and where its first step passes the fit takes about
-        twice as long; on targets that jump at thresholds of their
+        differences in squared error. The check adds to the fit's time, and
+        where its first step passes the fit takes about twice as long (both
+        stages fitted twice); on targets that jump at thresholds of their
         features it pays (see :ref:`residual_stage`). One output only: with
         several, ``'auto'`` takes none and ``True`` maps every output.
 
@@ -268,8 +268,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         X, y, fit_params = self._fit_rows(
             X, y, sample_weight, categorical_features=categorical_features
         )
-        self._map_columns = _numeric_columns(X, self._table, categorical_features)
-        maps, X_mapped = self._target_maps_candidate(X, y, sample_weight)
+        map_columns = _numeric_columns(X, self._table, categorical_features)
+        maps, X_mapped = self._target_maps_candidate(X, y, sample_weight, map_columns)
         n_rows = _num_samples(X)
         stops_early = _stops_early(n_rows, sample_weight)
         if self.estimator is None:
@@ -305,6 +305,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.estimator_ = stages.first
         self.residual_estimator_ = stages.second
         self.target_maps_ = maps
+        self._map_columns = map_columns
         self.residual_rows_ = stages.rows
         self.interval_residuals_ = stages.interval_residuals
         self._interval_positions = stages.interval_positions
@@ -343,10 +344,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         )
         return _Stages(first, second, rows, *_sum_residuals(first, second, host_rows))
 
-    def _target_maps_candidate(self, X, y, sample_weight):
-        """The fitted maps and the training rows with their cross-fitted
-        maps, where the stages may see them; else ``(None, None)``."""
-        if self.target_maps is False or not self._map_columns:
+    def _target_maps_candidate(self, X, y, sample_weight, map_columns):
+        """The fitted maps of the columns ``map_columns`` and the training
+        rows with their cross-fitted maps, where the stages may see them;
+        else ``(None, None)``."""
+        if self.target_maps is False or not map_columns:
             return None, None
         Y = to_numpy(y).astype(np.float64).reshape(_num_samples(X), -1)
         if self.target_maps == "auto" and Y.shape[1] > 1:
@@ -356,20 +358,21 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             sw = _check_sample_weight(_host_weights(sample_weight), Y)
         if not np.any(sw > 0):
             return None, None  # the first stage says what is wrong
-        features = self._numeric(X)
+        features = self._numeric(X, map_columns)
         rng = check_random_state(self.random_state)
         M = cross_fitted_maps(features, Y, sw, rng=rng)
         if self.target_maps == "auto" and not maps_promise(features, M, Y, sw, rng=rng):
             return None, None
         return TargetMaps.fit(features, Y, sw), _with_maps(X, M)
 
-    def _numeric(self, X):
-        """The mapped columns of rows ``X`` as float64 NumPy, NaN missing."""
+    def _numeric(self, X, map_columns):
+        """Columns ``map_columns`` of rows ``X`` as float64 NumPy, NaN
+        missing."""
         if not self._table:
-            return to_numpy(X).astype(np.float64)[:, self._map_columns]
+            return to_numpy(X).astype(np.float64)[:, map_columns]
         values = columns(X)
         return np.stack(
-            [numeric_column(values[j], f"{j}") for j in self._map_columns], axis=1
+            [numeric_column(values[j], f"{j}") for j in map_columns], axis=1
         )
 
     def _stage_rows(self, X):
@@ -377,7 +380,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         where the stages were fitted with maps."""
         if self.target_maps_ is None:
             return X
-        return _with_maps(X, self.target_maps_.transform(self._numeric(X)))
+        features = self._numeric(X, self._map_columns)
+        return _with_maps(X, self.target_maps_.transform(features))
 
     def predict(self, X):
         """The first stage's prediction plus the second's.

@@ -109,10 +109,17 @@ def heldout_loss(W, Xq, Yq, swq, Xk, Yk, swk, *, kernel, n_heads):
     Used for early stopping: held-out rows are queries only, never keys.
     """
     xp, _ = namespace_of(Yk)
+    R = heldout_residuals(W, Xq, Yq, Xk, Yk, swk, kernel=kernel, n_heads=n_heads)
+    return float(xp.sum(swq * xp.sum(R * R, axis=1)))
+
+
+def heldout_residuals(W, Xq, Yq, Xk, Yk, swk, *, kernel, n_heads):
+    """The residuals ``estimate - Yq`` (n_queries, t) of queries ``Xq``
+    predicted from keys ``Xk`` (no overlap) through the projection ``W``."""
+    xp, _ = namespace_of(Yk)
     W = xp.astype(W, Yk.dtype, copy=False)
     keys = Keys.of(Xk.project(W), Yk, swk, kernel=kernel, n_heads=n_heads)
-    R = keys.passes().estimates(Xq.project(W)) - Yq
-    return float(xp.sum(swq * xp.sum(R * R, axis=1)))
+    return keys.passes().estimates(Xq.project(W)) - Yq
 
 
 class EarlyStopping:

@@ -261,14 +261,26 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp, near=None):
         rest = np.sort(np.concatenate(folds[:k] + folds[k + 1 :]))
         train = take_rows(Xs, Ys, sw, rest, xp=xp)
         test = take_rows(Xs, Ys, sw, np.sort(fold), xp=xp)
-        scale, _ = _best_scale(Wx, *train, _SCALE_GRID, kernel=kernel, xp=xp, near=near)
-        own, _ = _fit_direction_scales(
-            W, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
-        )
+        scale, _, own, _ = fold_scales(W, Wx, train, kernel=kernel, xp=xp, near=near)
         for i, scales in enumerate((np.full(W.shape[1], scale), own)):
             Ws = xp.asarray(W * scales[None, :], dtype=Xs.dtype, device=device(Ys))
             losses[i] += heldout_loss(Ws, *test, *train, kernel=kernel, n_heads=1)
     return bool(losses[1] < losses[0])
+
+
+def fold_scales(W, Wx, train, *, kernel, xp, near):
+    """Both starts of one head's directions ``W`` (p, d; NumPy, ``Wx`` the
+    same in the rows' namespace) on the rows ``train`` (``(Xs, Ys, sw)``),
+    as ``_search_scales`` fits them: the common scale (descending from
+    ``near``, see ``_best_scale``) and its loss, the per-direction scales
+    (at most ``_DIRECTION_NARROWEST`` times narrower) and theirs."""
+    scale, common = _best_scale(
+        Wx, *train, _SCALE_GRID, kernel=kernel, xp=xp, near=near
+    )
+    own, own_loss = _fit_direction_scales(
+        W, *train, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
+    )
+    return scale, common, own, own_loss
 
 
 def _fit_direction_scales(W, Xs, Ys, sw, *, kernel, xp, narrowest):
@@ -323,8 +335,8 @@ def _best_scale(W, Xs, Ys, sw, grid, *, kernel, xp, near=None):
     With ``near`` (a factor of ``grid``), the local minimum that a descent
     from ``near`` reaches, one step of the grid at a time: the grid's best
     wherever the loss has one minimum over the grid, for a few of its
-    losses when ``near`` lies close to it (three to five where ``near`` is
-    the best scale of most of the same rows).
+    losses when ``near`` lies close to it (three where ``near`` is the
+    best).
     """
     workspace = {}
     losses = {}

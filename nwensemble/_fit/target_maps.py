@@ -16,17 +16,17 @@ import math
 
 import numpy as np
 
+from nwensemble._fit.early_stopping import heldout_residuals
 from nwensemble._fit.engine import scaled_targets
 from nwensemble._fit.start import (
-    _DIRECTION_NARROWEST,
     _SCALE_GRID,
     _SCALE_SEARCH_SIZE,
     _best_scale,
-    _fit_direction_scales,
+    fold_scales,
 )
 from nwensemble._shared.design import numbers_design
+from nwensemble._shared.features import fit_scaling
 from nwensemble._shared.kernels import KERNELS
-from nwensemble._shared.keys import Keys
 from nwensemble._shared.rows import take_rows
 
 # Quantile bins per feature; a feature with fewer distinct values has a bin
@@ -178,18 +178,15 @@ def paired_gain_is_clear(before, after, w):
 
 
 def _standardised(X, w):
-    """Columns of ``X`` centred and scaled by their weighted spread; missing
-    values at the centre, constant columns zero."""
-    centre = np.array([_weighted_mean(x, w) for x in X.T])
-    Xc = np.where(np.isnan(X), 0.0, X - centre)
-    spread = np.sqrt(w @ (Xc * Xc))
-    return Xc / np.where(spread > 0, spread, math.inf)
-
-
-def _weighted_mean(x, w):
-    seen = ~np.isnan(x)
-    total = np.sum(w[seen])
-    return float(w[seen] @ x[seen] / total) if total > 0 else 0.0
+    """Columns of ``X`` centred and scaled by their weighted spread over
+    their observed values (``fit_scaling``), missing values at the centre."""
+    seen = ~np.isnan(X)
+    W = np.where(seen, w[:, None], 0.0)
+    totals = np.sum(W, axis=0)
+    W = W / np.where(totals > 0, totals, 1.0)
+    X0 = np.where(seen, X, 0.0)
+    centre, scale = fit_scaling(X0, W, standardize=True, xp=np)
+    return np.where(seen, (X0 - centre) / scale, 0.0)
 
 
 def _start_heldout_errors(Z, Ys, w, folds):
@@ -202,20 +199,15 @@ def _start_heldout_errors(Z, Ys, w, folds):
     errors = np.empty(Z.shape[0])
     for k, fold in enumerate(folds):
         rest = np.sort(np.concatenate(folds[:k] + folds[k + 1 :]))
+        fold = np.sort(fold)
         train = take_rows(design, Ys, w, rest, xp=np)
-        scale, common = _best_scale(
-            W, *train, _SCALE_GRID, kernel=kernel, xp=np, near=near
-        )
-        scales, own = _fit_direction_scales(
-            W, *train, kernel=kernel, xp=np, narrowest=scale * _DIRECTION_NARROWEST
+        scale, common, scales, own = fold_scales(
+            W, W, train, kernel=kernel, xp=np, near=near
         )
         if not own < common:
             scales = np.full(W.shape[1], scale)
-        Wk = W * scales
-        keys = Keys.of(
-            train[0].project(Wk), train[1], train[2], kernel=kernel, n_heads=1
+        R = heldout_residuals(
+            W * scales, design.take(fold), Ys[fold], *train, kernel=kernel, n_heads=1
         )
-        fold = np.sort(fold)
-        estimates = keys.passes().estimates(design.take(fold).project(Wk))
-        errors[fold] = np.sum((estimates - Ys[fold]) ** 2, axis=1)
+        errors[fold] = np.sum(R * R, axis=1)
     return errors
