@@ -1,0 +1,348 @@
+"""A lever for issue 66, measured: what the recommended start sees of each
+feature.
+
+``ResidualStageRegressor()`` fitted on the features as given (``default``)
+and on two maps of them, side by side on each split:
+
+* ``point masses``: beside the features, an indicator of each feature's
+  smallest value where at least a sixteenth of the training rows hold it
+  and the feature has at least four values (a zero-inflated amount, a
+  censored reading), so that a head can set the rows at the mass apart
+  from those just above it, as a tree's split does;
+* ``warped``: each feature through a monotone piecewise-linear map (8
+  quantile bins of the standardised feature, a positive slope per bin,
+  within ``exp(+-max_log_slope)`` where given), learned jointly with one
+  head's full projection on the leave-one-out loss the library's fits
+  minimise (L-BFGS on at most ``--warp-rows`` training rows, a fifth of
+  them held out to stop on), then frozen: the recommended start fits on
+  the mapped features. A map steep where the target jumps narrows a fixed
+  kernel there (the levers log's "sharp interactions");
+* ``warped beside``: the features and their maps side by side.
+
+Sections:
+
+* ``synthetic``: ``bench_interactions.py``'s problems (``--rows`` training
+  rows, noise 0.3, ``--seeds`` seeds), test RMSE against the noiseless
+  target, with HistGradientBoosting's;
+* ``numeric``: the numeric tables of ``../shared/data`` (``--sets``; the
+  folds of ``bench_accuracy.py``, at most ``--folds`` of them).
+
+Prints each set's mean test RMSE per variant with the median fit seconds
+(the warp's own fit included in ``warped``'s), and per section the
+geometric mean of each variant's RMSE over the default's.
+
+Run: ``python benchmarks/levers/bench_feature_maps.py [--sections synthetic
+numeric] [--sets concrete ...] [--variants ...] [--warp-rows 1024]
+[--max-log-slope 1]``
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import bench_interactions  # noqa: E402
+from _common import cpu_line  # noqa: E402
+from bench_accuracy import geo, numeric_sets  # noqa: E402
+
+from nwensemble import ResidualStageRegressor  # noqa: E402
+from nwensemble._fit.loo_loss import loo_loss_and_grad_z  # noqa: E402
+from nwensemble._shared.kernels import KERNELS  # noqa: E402
+from nwensemble._shared.keys import Keys  # noqa: E402
+
+VARIANTS = ["point masses", "warped", "warped beside"]
+SOFTMAX = KERNELS["softmax"]
+
+
+def point_masses(X):
+    """``(feature, value)`` of each feature whose smallest value at least a
+    sixteenth of the rows ``X`` hold, among features of four values or
+    more."""
+    masses = []
+    for j in range(X.shape[1]):
+        values, counts = np.unique(X[:, j], return_counts=True)
+        if values.size >= 4 and counts[0] >= X.shape[0] / 16:
+            masses.append((j, values[0]))
+    return masses
+
+
+def with_indicators(X, masses):
+    return np.hstack([X] + [(X[:, [j]] == v).astype(X.dtype) for j, v in masses])
+
+
+class MonotoneWarp:
+    """Per feature, a monotone piecewise-linear map of the standardised
+    feature: slope ``exp(u_jk)`` in quantile bin ``k`` (the identity at
+    ``u = 0``), fitted with a projection ``W`` on one head's leave-one-out
+    loss."""
+
+    def __init__(
+        self,
+        n_bins=8,
+        max_rows=1024,
+        patience=10,
+        max_iter=300,
+        max_log_slope=None,
+        refine_rows=0,
+        refine_iter=10,
+    ):
+        self.n_bins = n_bins
+        self.refine_rows = refine_rows
+        self.refine_iter = refine_iter
+        self.max_log_slope = max_log_slope
+        self.max_rows = max_rows
+        self.patience = patience
+        self.max_iter = max_iter
+
+    def _ramps(self, X):
+        """(n, p, bins): the part of each bin below the standardised value."""
+        Xs = (X - self.mean_) / self.scale_
+        low = self.knots_[:, :-1][None]
+        width = np.diff(self.knots_, axis=1)[None]
+        return np.clip(Xs[:, :, None] - low, 0.0, width)
+
+    def _mapped(self, ramps, u):
+        return np.einsum("npk,pk->np", ramps, np.exp(u))
+
+    def fit(self, X, y, rng):
+        used = min(X.shape[0], max(self.max_rows, self.refine_rows))
+        order = rng.permutation(X.shape[0])[:used]
+        X, y = X[order], y[order]
+        self.mean_ = X.mean(axis=0)
+        self.scale_ = np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+        Y = ((y - y.mean()) / y.std())[:, None]
+        # Of the rows used, a fifth held out to stop on; the fit on at most
+        # max_rows of the others, then at most refine_iter iterations on all
+        # of them (the coarse-to-fine schedule of one head).
+        n_val = X.shape[0] // 5
+        val, rest = slice(0, n_val), np.arange(n_val, X.shape[0])
+        coarse = rest[: self.max_rows]
+        Xs = (X - self.mean_) / self.scale_
+        self.knots_ = np.quantile(
+            Xs[coarse], np.linspace(0, 1, self.n_bins + 1), axis=0
+        ).T
+        ramps = self._ramps(X)
+        p, k = ramps.shape[1:]
+        zero = np.zeros((p, k))
+        # The start: the identity map and projection at the best common scale.
+        R, Yf = ramps[coarse], Y[coarse]
+        sw = np.full(R.shape[0], 1.0 / R.shape[0])
+        scales = 2.0 ** np.arange(-3.0, 5.0, 0.5)
+        losses = [
+            loo_loss_and_grad_z(
+                self._mapped(R, zero) * c, Yf, sw, xp=np, kernel=SOFTMAX
+            )[0]
+            for c in scales
+        ]
+        theta = np.concatenate(
+            [(np.eye(p) * scales[np.argmin(losses)]).ravel(), zero.ravel()]
+        )
+        theta = self._lbfgs(theta, R, Yf, ramps[val], Y[val], self.max_iter)
+        refine = rest[: self.refine_rows]
+        if refine.size > coarse.size and self.refine_iter > 0:
+            theta = self._lbfgs(
+                theta, ramps[refine], Y[refine], ramps[val], Y[val], self.refine_iter
+            )
+        self.W_, self.u_ = self._unpack(theta, p, k)
+        return self
+
+    @staticmethod
+    def _unpack(theta, p, k):
+        return theta[: p * p].reshape(p, p), theta[p * p :].reshape(p, k)
+
+    def _lbfgs(self, theta, R, Yf, Rv, Yv, max_iter):
+        """L-BFGS from ``theta`` on the rows ``R`` (their ramps), stopped on
+        the held-out rows ``Rv``; the best iterate on those."""
+        n, p, k = R.shape
+        sw = np.full(n, 1.0 / n)
+
+        def loss_and_grad(theta):
+            W, u = self._unpack(theta, p, k)
+            F = self._mapped(R, u)
+            loss, G = loo_loss_and_grad_z(F @ W, Yf, sw, xp=np, kernel=SOFTMAX)
+            G = np.asarray(G)
+            grad_u = np.einsum("np,npk->pk", G @ W.T, R) * np.exp(u)
+            return float(loss), np.concatenate([(F.T @ G).ravel(), grad_u.ravel()])
+
+        def heldout(theta):
+            W, u = self._unpack(theta, p, k)
+            keys = Keys.of(self._mapped(R, u) @ W, Yf, sw, kernel=SOFTMAX, n_heads=1)
+            E = keys.passes().estimates(self._mapped(Rv, u) @ W) - Yv
+            return float(np.mean(E * E))
+
+        best = [heldout(theta), theta, 0]
+
+        class Stop(Exception):
+            pass
+
+        def monitor(theta):
+            loss = heldout(theta)
+            if loss < best[0]:
+                best[:] = [loss, theta.copy(), 0]
+            else:
+                best[2] += 1
+                if best[2] >= self.patience:
+                    raise Stop
+
+        bounds = None
+        if self.max_log_slope is not None:
+            c = self.max_log_slope
+            bounds = [(None, None)] * (p * p) + [(-c, c)] * (p * k)
+        try:
+            minimize(
+                loss_and_grad,
+                theta,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                callback=monitor,
+                options={"maxiter": max_iter},
+            )
+        except Stop:
+            pass
+        return best[1]
+
+    def transform(self, X):
+        return self._mapped(self._ramps(X), self.u_)
+
+
+def _fit_quietly(model, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(X, y)
+
+
+def predictions(X, y, X_test, seed, args):
+    """Test predictions and fit seconds of the default and each variant."""
+    variants, out = args.variants, {}
+    for variant in ["default", *variants]:
+        start = time.perf_counter()
+        train, test = X, X_test
+        if variant == "point masses":
+            masses = point_masses(X)
+            train, test = with_indicators(X, masses), with_indicators(X_test, masses)
+        elif variant.startswith("warped"):
+            warp = MonotoneWarp(
+                max_rows=args.warp_rows,
+                max_log_slope=args.max_log_slope,
+                refine_rows=args.refine_rows,
+            ).fit(X, y, np.random.default_rng(seed))
+            train, test = warp.transform(X), warp.transform(X_test)
+            if variant == "warped beside":
+                train, test = np.hstack([X, train]), np.hstack([X_test, test])
+        model = _fit_quietly(ResidualStageRegressor(random_state=seed), train, y)
+        out[variant] = (model.predict(test), time.perf_counter() - start)
+    return out
+
+
+def _rmse(prediction, target):
+    return float(np.sqrt(np.mean((np.asarray(prediction).ravel() - target) ** 2)))
+
+
+def _scored(out, target):
+    return {m: (_rmse(p, target), s) for m, (p, s) in out.items()}
+
+
+def report(name, runs, ratios):
+    """One line: mean RMSE and median seconds per variant."""
+    names = list(runs[0])
+    rmse = {m: np.mean([r[m][0] for r in runs]) for m in names}
+    seconds = {m: np.median([r[m][1] for r in runs]) for m in names}
+    for m in names:
+        ratios.setdefault(m, []).append(rmse[m] / rmse["default"])
+    print(
+        f"{name:<22}"
+        + "".join(f"{rmse[m]:>14.5g}" for m in names)
+        + "".join(f"{seconds[m]:>12.2f}" for m in names),
+        flush=True,
+    )
+
+
+def header(names):
+    print(
+        f"{'set':<22}"
+        + "".join(f"{m:>14}" for m in names)
+        + "".join(f"{m.split()[-1] + ' s':>12}" for m in names)
+    )
+
+
+def summary(section, ratios):
+    print(
+        f"{section}: RMSE / the default's, geometric mean: "
+        + ", ".join(f"{m} {geo(r):.4f}" for m, r in ratios.items())
+        + "\n",
+        flush=True,
+    )
+
+
+def synthetic(args):
+    print(f"== synthetic: {args.rows} rows, noise 0.3, {args.seeds} seeds")
+    header(["default", *args.variants, "HistGB"])
+    ratios = {}
+    for problem in bench_interactions.PROBLEMS:
+        runs = []
+        for seed in range(args.seeds):
+            X, y, X_test, f_test = bench_interactions.draw(
+                problem, args.rows, 5000, 0.3, seed
+            )
+            out = predictions(X, y, X_test, seed, args)
+            start = time.perf_counter()
+            hgb = HistGradientBoostingRegressor(random_state=seed).fit(X, y)
+            out["HistGB"] = (hgb.predict(X_test), time.perf_counter() - start)
+            runs.append(_scored(out, f_test))
+        report(problem, runs, ratios)
+    summary("synthetic", ratios)
+
+
+def numeric(args):
+    print("== numeric tables (folds of bench_accuracy.py)")
+    header(["default", *args.variants])
+    ratios = {}
+    for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
+        if args.sets and name not in args.sets:
+            continue
+        runs = [
+            _scored(predictions(X[train], y[train], X[test], 0, args), y[test])
+            for train, test in folds[: args.folds]
+        ]
+        report(name, runs, ratios)
+    summary("numeric", ratios)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=["synthetic", "numeric"],
+        choices=["synthetic", "numeric"],
+    )
+    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
+    parser.add_argument("--sets", nargs="*", default=None)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--warp-rows", type=int, default=1024)
+    parser.add_argument("--max-log-slope", type=float, default=None)
+    parser.add_argument("--refine-rows", type=int, default=0)
+    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
+    args = parser.parse_args()
+    if "numeric" in args.sections and not os.path.isdir(args.data):
+        parser.error(f"no shared data at {args.data}; give --data")
+    print(cpu_line())
+    sections = {"synthetic": synthetic, "numeric": numeric}
+    for section in args.sections:
+        sections[section](args)
+
+
+if __name__ == "__main__":
+    main()
