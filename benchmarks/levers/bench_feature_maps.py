@@ -2,7 +2,7 @@
 feature.
 
 ``ResidualStageRegressor()`` fitted on the features as given (``default``)
-and on two maps of them, side by side on each split:
+and on maps of them, side by side on each split:
 
 * ``point masses``: beside the features, an indicator of each feature's
   smallest value where at least a sixteenth of the training rows hold it
@@ -17,7 +17,17 @@ and on two maps of them, side by side on each split:
   them held out to stop on), then frozen: the recommended start fits on
   the mapped features. A map steep where the target jumps narrows a fixed
   kernel there (the levers log's "sharp interactions");
-* ``warped beside``: the features and their maps side by side.
+* ``warped beside``: the features and their maps side by side;
+* ``continued head``: one head fitted as ``NWAttentionRegressor()`` fits
+  it, then its projection and a slope per quantile bin of each of its
+  mapped features (its own coordinates after the power transform and
+  standardisation) fitted together from there (the slopes from 1, on at
+  most ``--continue-rows`` rows, a fifth held out to stop on), the mapped
+  rows read by the library's readout (``NWAttentionRegressor(init=W,
+  max_iter=0, standardize=False)``); ``one head`` is the head before;
+* ``continued stages``: the continued head as the first stage of
+  ``ResidualStageRegressor`` (its default second stage on the mapped
+  rows); ``one head stages`` is the same with the head before.
 
 Sections:
 
@@ -28,12 +38,12 @@ Sections:
   folds of ``bench_accuracy.py``, at most ``--folds`` of them).
 
 Prints each set's mean test RMSE per variant with the median fit seconds
-(the warp's own fit included in ``warped``'s), and per section the
-geometric mean of each variant's RMSE over the default's.
+(the maps' own fits included), and per section the geometric mean of each
+variant's RMSE over the default's (the recommended start's).
 
 Run: ``python benchmarks/levers/bench_feature_maps.py [--sections synthetic
 numeric] [--sets concrete ...] [--variants ...] [--warp-rows 1024]
-[--max-log-slope 1]``
+[--max-log-slope 1] [--refine-rows 100000] [--continue-rows 2048]``
 """
 
 import argparse
@@ -54,12 +64,20 @@ import bench_interactions  # noqa: E402
 from _common import cpu_line  # noqa: E402
 from bench_accuracy import geo, numeric_sets  # noqa: E402
 
-from nwensemble import ResidualStageRegressor  # noqa: E402
+from nwensemble import NWAttentionRegressor, ResidualStageRegressor  # noqa: E402
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z  # noqa: E402
 from nwensemble._shared.kernels import KERNELS  # noqa: E402
 from nwensemble._shared.keys import Keys  # noqa: E402
 
-VARIANTS = ["point masses", "warped", "warped beside"]
+VARIANTS = [
+    "point masses",
+    "warped",
+    "warped beside",
+    "one head",
+    "continued head",
+    "one head stages",
+    "continued stages",
+]
 SOFTMAX = KERNELS["softmax"]
 
 
@@ -143,6 +161,7 @@ class MonotoneWarp:
             )[0]
             for c in scales
         ]
+        self.d_ = p
         theta = np.concatenate(
             [(np.eye(p) * scales[np.argmin(losses)]).ravel(), zero.ravel()]
         )
@@ -155,9 +174,9 @@ class MonotoneWarp:
         self.W_, self.u_ = self._unpack(theta, p, k)
         return self
 
-    @staticmethod
-    def _unpack(theta, p, k):
-        return theta[: p * p].reshape(p, p), theta[p * p :].reshape(p, k)
+    def _unpack(self, theta, p, k):
+        d = self.d_
+        return theta[: p * d].reshape(p, d), theta[p * d :].reshape(p, k)
 
     def _lbfgs(self, theta, R, Yf, Rv, Yv, max_iter):
         """L-BFGS from ``theta`` on the rows ``R`` (their ramps), stopped on
@@ -214,11 +233,53 @@ class MonotoneWarp:
     def transform(self, X):
         return self._mapped(self._ramps(X), self.u_)
 
+    def fit_from(self, N, y, W0, rng):
+        """Slopes from zero and the projection from ``W0`` (p, d), fitted
+        together on rows ``N`` already mapped (a fitted head's numeric
+        block: its projection's own coordinates, so no standardisation)."""
+        order = rng.permutation(N.shape[0])[: self.max_rows]
+        N, y = N[order], y[order]
+        self.mean_, self.scale_ = np.zeros(N.shape[1]), np.ones(N.shape[1])
+        Y = ((y - y.mean()) / y.std())[:, None]
+        n_val = N.shape[0] // 5
+        val, rest = slice(0, n_val), slice(n_val, None)
+        self.knots_ = np.quantile(N[rest], np.linspace(0, 1, self.n_bins + 1), axis=0).T
+        ramps = self._ramps(N)
+        p, k = ramps.shape[1:]
+        self.d_ = W0.shape[1]
+        theta = np.concatenate([W0.ravel(), np.zeros(p * k)])
+        theta = self._lbfgs(
+            theta, ramps[rest], Y[rest], ramps[val], Y[val], self.max_iter
+        )
+        self.W_, self.u_ = self._unpack(theta, p, k)
+        return self
+
 
 def _fit_quietly(model, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return model.fit(X, y)
+
+
+def _continued(X, y, X_test, seed, args):
+    """One head's fit (``NWAttentionRegressor()``), then its projection and
+    a slope per quantile bin of each of its mapped features fitted together
+    from there; the mapped rows and queries and the head reading them."""
+    head = _fit_quietly(NWAttentionRegressor(random_state=seed), X, y)
+    features = head.predictor_.features
+    N = np.asarray(features.rows(X).numeric)
+    N_test = np.asarray(features.rows(X_test).numeric)
+    slopes = MonotoneWarp(
+        max_rows=args.continue_rows, max_log_slope=args.max_log_slope
+    ).fit_from(N, y, np.asarray(head.predictor_.W), np.random.default_rng(seed))
+    reader = NWAttentionRegressor(
+        init=slopes.W_.T,
+        head_dim=slopes.d_,
+        max_iter=0,
+        standardize=False,
+        random_state=seed,
+    )
+    return head, slopes.transform(N), slopes.transform(N_test), reader
 
 
 def predictions(X, y, X_test, seed, args):
@@ -227,6 +288,7 @@ def predictions(X, y, X_test, seed, args):
     for variant in ["default", *variants]:
         start = time.perf_counter()
         train, test = X, X_test
+        model = ResidualStageRegressor(random_state=seed)
         if variant == "point masses":
             masses = point_masses(X)
             train, test = with_indicators(X, masses), with_indicators(X_test, masses)
@@ -239,7 +301,17 @@ def predictions(X, y, X_test, seed, args):
             train, test = warp.transform(X), warp.transform(X_test)
             if variant == "warped beside":
                 train, test = np.hstack([X, train]), np.hstack([X_test, test])
-        model = _fit_quietly(ResidualStageRegressor(random_state=seed), train, y)
+        elif variant == "one head":
+            model = NWAttentionRegressor(random_state=seed)
+        elif variant == "one head stages":
+            model = ResidualStageRegressor(
+                NWAttentionRegressor(random_state=seed), random_state=seed
+            )
+        elif variant.startswith("continued"):
+            _, train, test, model = _continued(X, y, X_test, seed, args)
+            if variant == "continued stages":
+                model = ResidualStageRegressor(model, random_state=seed)
+        model = _fit_quietly(model, train, y)
         out[variant] = (model.predict(test), time.perf_counter() - start)
     return out
 
@@ -252,6 +324,10 @@ def _scored(out, target):
     return {m: (_rmse(p, target), s) for m, (p, s) in out.items()}
 
 
+def _width(name):
+    return max(14, len(name) + 4)
+
+
 def report(name, runs, ratios):
     """One line: mean RMSE and median seconds per variant."""
     names = list(runs[0])
@@ -261,8 +337,8 @@ def report(name, runs, ratios):
         ratios.setdefault(m, []).append(rmse[m] / rmse["default"])
     print(
         f"{name:<22}"
-        + "".join(f"{rmse[m]:>14.5g}" for m in names)
-        + "".join(f"{seconds[m]:>12.2f}" for m in names),
+        + "".join(f"{rmse[m]:>{_width(m)}.5g}" for m in names)
+        + "".join(f"{seconds[m]:>{_width(m)}.2f}" for m in names),
         flush=True,
     )
 
@@ -270,8 +346,8 @@ def report(name, runs, ratios):
 def header(names):
     print(
         f"{'set':<22}"
-        + "".join(f"{m:>14}" for m in names)
-        + "".join(f"{m.split()[-1] + ' s':>12}" for m in names)
+        + "".join(f"{m:>{_width(m)}}" for m in names)
+        + "".join(f"{m + ' s':>{_width(m)}}" for m in names)
     )
 
 
@@ -334,6 +410,7 @@ def main():
     parser.add_argument("--warp-rows", type=int, default=1024)
     parser.add_argument("--max-log-slope", type=float, default=None)
     parser.add_argument("--refine-rows", type=int, default=0)
+    parser.add_argument("--continue-rows", type=int, default=2048)
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     args = parser.parse_args()
     if "numeric" in args.sections and not os.path.isdir(args.data):
