@@ -35,7 +35,8 @@ Sections:
   rows, noise 0.3, ``--seeds`` seeds), test RMSE against the noiseless
   target, with HistGradientBoosting's;
 * ``numeric``: the numeric tables of ``../shared/data`` (``--sets``; the
-  folds of ``bench_accuracy.py``, at most ``--folds`` of them).
+  folds of ``bench_accuracy.py``, at most ``--folds`` of them; the models'
+  ``random_state`` ``--model-seed``).
 
 Prints each set's mean test RMSE per variant with the median fit seconds
 (the maps' own fits included), and per section the geometric mean of each
@@ -46,23 +47,16 @@ numeric] [--sets concrete ...] [--variants ...] [--warp-rows 1024]
 [--max-log-slope 1] [--refine-rows 100000] [--continue-rows 2048]``
 """
 
-import argparse
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 from scipy.optimize import minimize
-from sklearn.ensemble import HistGradientBoostingRegressor
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import bench_interactions  # noqa: E402
-from _common import cpu_line  # noqa: E402
-from bench_accuracy import geo, numeric_sets  # noqa: E402
+import _variant_table as table  # noqa: E402
 
 from nwensemble import NWAttentionRegressor, ResidualStageRegressor  # noqa: E402
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z  # noqa: E402
@@ -255,17 +249,11 @@ class MonotoneWarp:
         return self
 
 
-def _fit_quietly(model, X, y):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return model.fit(X, y)
-
-
 def _continued(X, y, X_test, seed, args):
     """One head's fit (``NWAttentionRegressor()``), then its projection and
     a slope per quantile bin of each of its mapped features fitted together
     from there; the mapped rows and queries and the head reading them."""
-    head = _fit_quietly(NWAttentionRegressor(random_state=seed), X, y)
+    head = table.fit_quietly(NWAttentionRegressor(random_state=seed), X, y)
     features = head.predictor_.features
     N = np.asarray(features.rows(X).numeric)
     N_test = np.asarray(features.rows(X_test).numeric)
@@ -311,114 +299,18 @@ def predictions(X, y, X_test, seed, args):
             _, train, test, model = _continued(X, y, X_test, seed, args)
             if variant == "continued stages":
                 model = ResidualStageRegressor(model, random_state=seed)
-        model = _fit_quietly(model, train, y)
+        model = table.fit_quietly(model, train, y)
         out[variant] = (model.predict(test), time.perf_counter() - start)
     return out
 
 
-def _rmse(prediction, target):
-    return float(np.sqrt(np.mean((np.asarray(prediction).ravel() - target) ** 2)))
-
-
-def _scored(out, target):
-    return {m: (_rmse(p, target), s) for m, (p, s) in out.items()}
-
-
-def _width(name):
-    return max(14, len(name) + 4)
-
-
-def report(name, runs, ratios):
-    """One line: mean RMSE and median seconds per variant."""
-    names = list(runs[0])
-    rmse = {m: np.mean([r[m][0] for r in runs]) for m in names}
-    seconds = {m: np.median([r[m][1] for r in runs]) for m in names}
-    for m in names:
-        ratios.setdefault(m, []).append(rmse[m] / rmse["default"])
-    print(
-        f"{name:<22}"
-        + "".join(f"{rmse[m]:>{_width(m)}.5g}" for m in names)
-        + "".join(f"{seconds[m]:>{_width(m)}.2f}" for m in names),
-        flush=True,
-    )
-
-
-def header(names):
-    print(
-        f"{'set':<22}"
-        + "".join(f"{m:>{_width(m)}}" for m in names)
-        + "".join(f"{m + ' s':>{_width(m)}}" for m in names)
-    )
-
-
-def summary(section, ratios):
-    print(
-        f"{section}: RMSE / the default's, geometric mean: "
-        + ", ".join(f"{m} {geo(r):.4f}" for m, r in ratios.items())
-        + "\n",
-        flush=True,
-    )
-
-
-def synthetic(args):
-    print(f"== synthetic: {args.rows} rows, noise 0.3, {args.seeds} seeds")
-    header(["default", *args.variants, "HistGB"])
-    ratios = {}
-    for problem in bench_interactions.PROBLEMS:
-        runs = []
-        for seed in range(args.seeds):
-            X, y, X_test, f_test = bench_interactions.draw(
-                problem, args.rows, 5000, 0.3, seed
-            )
-            out = predictions(X, y, X_test, seed, args)
-            start = time.perf_counter()
-            hgb = HistGradientBoostingRegressor(random_state=seed).fit(X, y)
-            out["HistGB"] = (hgb.predict(X_test), time.perf_counter() - start)
-            runs.append(_scored(out, f_test))
-        report(problem, runs, ratios)
-    summary("synthetic", ratios)
-
-
-def numeric(args):
-    print("== numeric tables (folds of bench_accuracy.py)")
-    header(["default", *args.variants])
-    ratios = {}
-    for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
-        if args.sets and name not in args.sets:
-            continue
-        runs = [
-            _scored(predictions(X[train], y[train], X[test], 0, args), y[test])
-            for train, test in folds[: args.folds]
-        ]
-        report(name, runs, ratios)
-    summary("numeric", ratios)
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sections",
-        nargs="+",
-        default=["synthetic", "numeric"],
-        choices=["synthetic", "numeric"],
-    )
-    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
-    parser.add_argument("--sets", nargs="*", default=None)
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--rows", type=int, default=2000)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser = table.parser(__doc__, VARIANTS)
     parser.add_argument("--warp-rows", type=int, default=1024)
     parser.add_argument("--max-log-slope", type=float, default=None)
     parser.add_argument("--refine-rows", type=int, default=0)
     parser.add_argument("--continue-rows", type=int, default=2048)
-    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
-    args = parser.parse_args()
-    if "numeric" in args.sections and not os.path.isdir(args.data):
-        parser.error(f"no shared data at {args.data}; give --data")
-    print(cpu_line())
-    sections = {"synthetic": synthetic, "numeric": numeric}
-    for section in args.sections:
-        sections[section](args)
+    table.main(parser, predictions)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,147 @@
+"""The table that a lever script prints when it compares variants of the
+recommended start side by side on the same splits: its two sections
+(``bench_interactions.py``'s synthetic problems, with HistGradientBoosting;
+the numeric tables of ``../shared/data`` on ``bench_accuracy.py``'s folds),
+its command line and its lines (mean test RMSE and median fit seconds per
+variant, and per section the geometric mean of each variant's RMSE over
+the default's).
+
+A script gives ``main`` its docstring, its variants and ``predictions(X,
+y, X_test, seed, args)``, which returns ``{name: (test predictions, fit
+seconds)}`` for ``'default'`` and each of ``args.variants``.
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import bench_interactions  # noqa: E402
+from _common import cpu_line  # noqa: E402
+from bench_accuracy import geo, numeric_sets  # noqa: E402
+
+
+def fit_quietly(model, *args, **kwargs):
+    """``model.fit(*args, **kwargs)`` with warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(*args, **kwargs)
+
+
+def _rmse(prediction, target):
+    return float(np.sqrt(np.mean((np.asarray(prediction).ravel() - target) ** 2)))
+
+
+def _scored(out, target):
+    return {m: (_rmse(p, target), s) for m, (p, s) in out.items()}
+
+
+def _width(name):
+    return max(14, len(name) + 4)
+
+
+def _report(name, runs, ratios):
+    """One line: mean RMSE and median seconds per variant."""
+    names = list(runs[0])
+    rmse = {m: np.mean([r[m][0] for r in runs]) for m in names}
+    seconds = {m: np.median([r[m][1] for r in runs]) for m in names}
+    for m in names:
+        ratios.setdefault(m, []).append(rmse[m] / rmse["default"])
+    print(
+        f"{name:<22}"
+        + "".join(f"{rmse[m]:>{_width(m)}.5g}" for m in names)
+        + "".join(f"{seconds[m]:>{_width(m)}.2f}" for m in names),
+        flush=True,
+    )
+
+
+def _header(names):
+    print(
+        f"{'set':<22}"
+        + "".join(f"{m:>{_width(m)}}" for m in names)
+        + "".join(f"{m + ' s':>{_width(m)}}" for m in names)
+    )
+
+
+def _summary(section, ratios):
+    print(
+        f"{section}: RMSE / the default's, geometric mean: "
+        + ", ".join(f"{m} {geo(r):.4f}" for m, r in ratios.items())
+        + "\n",
+        flush=True,
+    )
+
+
+def synthetic(args, predictions):
+    print(f"== synthetic: {args.rows} rows, noise 0.3, {args.seeds} seeds")
+    _header(["default", *args.variants, "HistGB"])
+    ratios = {}
+    for problem in bench_interactions.PROBLEMS:
+        runs = []
+        for seed in range(args.seeds):
+            X, y, X_test, f_test = bench_interactions.draw(
+                problem, args.rows, 5000, 0.3, seed
+            )
+            out = predictions(X, y, X_test, seed, args)
+            start = time.perf_counter()
+            hgb = HistGradientBoostingRegressor(random_state=seed).fit(X, y)
+            out["HistGB"] = (hgb.predict(X_test), time.perf_counter() - start)
+            runs.append(_scored(out, f_test))
+        _report(problem, runs, ratios)
+    _summary("synthetic", ratios)
+
+
+def numeric(args, predictions):
+    print("== numeric tables (folds of bench_accuracy.py)")
+    _header(["default", *args.variants])
+    ratios = {}
+    for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
+        if args.sets and name not in args.sets:
+            continue
+        runs = [
+            _scored(
+                predictions(X[train], y[train], X[test], args.model_seed, args),
+                y[test],
+            )
+            for train, test in folds[: args.folds]
+        ]
+        _report(name, runs, ratios)
+    _summary("numeric", ratios)
+
+
+def parser(doc, variants):
+    """The command line every such script shares; a script adds its own
+    options before ``main`` parses it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=["synthetic", "numeric"],
+        choices=["synthetic", "numeric"],
+    )
+    parser.add_argument("--variants", nargs="+", default=variants, choices=variants)
+    parser.add_argument("--sets", nargs="*", default=None)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
+    return parser
+
+
+def main(parser, predictions):
+    args = parser.parse_args()
+    if "numeric" in args.sections and not os.path.isdir(args.data):
+        parser.error(f"no shared data at {args.data}; give --data")
+    print(cpu_line())
+    sections = {"synthetic": synthetic, "numeric": numeric}
+    for section in args.sections:
+        sections[section](args, predictions)
