@@ -189,7 +189,12 @@ def inner_folds(name):
 
 def numeric_sets(folder):
     """``(name, X, y, folds, how)`` of every numeric CSV in ``folder``."""
-    for path in sorted(glob.glob(os.path.join(folder, "*.csv"))):
+    paths = sorted(glob.glob(os.path.join(folder, "*.csv")))
+    if not paths:
+        raise FileNotFoundError(
+            f"no tables (*.csv) in {folder}: give the shared data folder (--data)"
+        )
+    for path in paths:
         name = os.path.splitext(os.path.basename(path))[0]
         data = np.loadtxt(path, delimiter=",", skiprows=1)
         X, y = data[:, :-1], data[:, -1]
