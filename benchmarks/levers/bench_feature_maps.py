@@ -209,7 +209,7 @@ class MonotoneWarp:
         bounds = None
         if self.max_log_slope is not None:
             c = self.max_log_slope
-            bounds = [(None, None)] * (p * p) + [(-c, c)] * (p * k)
+            bounds = [(None, None)] * (p * self.d_) + [(-c, c)] * (p * k)
         try:
             minimize(
                 loss_and_grad,
