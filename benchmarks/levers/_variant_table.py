@@ -6,8 +6,9 @@ its command line and its lines (mean test RMSE and median fit seconds per
 variant, and per section the geometric mean of each variant's RMSE over
 the default's).
 
-A script gives ``main`` its docstring, its variants and ``predictions(X,
-y, X_test, seed, args)``, which returns ``{name: (test predictions, fit
+A script builds its command line with ``parser(__doc__, VARIANTS)``,
+adds its own options, and hands it to ``main`` with ``predictions(X, y,
+X_test, seed, args)``, which returns ``{name: (test predictions, fit
 seconds)}`` for ``'default'`` and each of ``args.variants``.
 """
 

@@ -228,9 +228,10 @@ class MonotoneWarp:
         return self._mapped(self._ramps(X), self.u_)
 
     def fit_from(self, N, y, W0, rng):
-        """Slopes from zero and the projection from ``W0`` (p, d), fitted
-        together on rows ``N`` already mapped (a fitted head's numeric
-        block: its projection's own coordinates, so no standardisation)."""
+        """The slopes from 1 (``u = 0``) and the projection from ``W0`` (p,
+        d), fitted together on rows ``N`` already mapped (a fitted head's
+        numeric block: its projection's own coordinates, so no
+        standardisation)."""
         order = rng.permutation(N.shape[0])[: self.max_rows]
         N, y = N[order], y[order]
         self.mean_, self.scale_ = np.zeros(N.shape[1]), np.ones(N.shape[1])
@@ -252,7 +253,8 @@ class MonotoneWarp:
 def _continued(X, y, X_test, seed, args):
     """One head's fit (``NWAttentionRegressor()``), then its projection and
     a slope per quantile bin of each of its mapped features fitted together
-    from there; the mapped rows and queries and the head reading them."""
+    from there: the mapped rows, the mapped queries and the head that reads
+    them (unfitted)."""
     head = table.fit_quietly(NWAttentionRegressor(random_state=seed), X, y)
     features = head.predictor_.features
     N = np.asarray(features.rows(X).numeric)
@@ -267,7 +269,7 @@ def _continued(X, y, X_test, seed, args):
         standardize=False,
         random_state=seed,
     )
-    return head, slopes.transform(N), slopes.transform(N_test), reader
+    return slopes.transform(N), slopes.transform(N_test), reader
 
 
 def predictions(X, y, X_test, seed, args):
@@ -296,7 +298,7 @@ def predictions(X, y, X_test, seed, args):
                 NWAttentionRegressor(random_state=seed), random_state=seed
             )
         elif variant.startswith("continued"):
-            _, train, test, model = _continued(X, y, X_test, seed, args)
+            train, test, model = _continued(X, y, X_test, seed, args)
             if variant == "continued stages":
                 model = ResidualStageRegressor(model, random_state=seed)
         model = table.fit_quietly(model, train, y)
