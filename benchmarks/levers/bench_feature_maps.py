@@ -125,24 +125,35 @@ class MonotoneWarp:
     def _mapped(self, ramps, u):
         return np.einsum("npk,pk->np", ramps, np.exp(u))
 
-    def fit(self, X, y, rng):
-        used = min(X.shape[0], max(self.max_rows, self.refine_rows))
+    @staticmethod
+    def _rows(X, y, rng, used):
+        """``used`` random rows of ``X`` with their standardised targets
+        (n, 1), the held-out fifth of them (a slice) and the others."""
         order = rng.permutation(X.shape[0])[:used]
         X, y = X[order], y[order]
-        self.mean_ = X.mean(axis=0)
-        self.scale_ = np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
         Y = ((y - y.mean()) / y.std())[:, None]
+        n_val = X.shape[0] // 5
+        return X, Y, slice(0, n_val), np.arange(n_val, X.shape[0])
+
+    def _fit_knots(self, X, rows):
+        """Quantile knots of the standardised columns over ``rows``; the
+        ramps of every row of ``X``."""
+        Xs = (X - self.mean_) / self.scale_
+        self.knots_ = np.quantile(
+            Xs[rows], np.linspace(0, 1, self.n_bins + 1), axis=0
+        ).T
+        return self._ramps(X)
+
+    def fit(self, X, y, rng):
         # Of the rows used, a fifth held out to stop on; the fit on at most
         # max_rows of the others, then at most refine_iter iterations on all
         # of them (the coarse-to-fine schedule of one head).
-        n_val = X.shape[0] // 5
-        val, rest = slice(0, n_val), np.arange(n_val, X.shape[0])
+        used = min(X.shape[0], max(self.max_rows, self.refine_rows))
+        X, Y, val, rest = self._rows(X, y, rng, used)
+        self.mean_ = X.mean(axis=0)
+        self.scale_ = np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
         coarse = rest[: self.max_rows]
-        Xs = (X - self.mean_) / self.scale_
-        self.knots_ = np.quantile(
-            Xs[coarse], np.linspace(0, 1, self.n_bins + 1), axis=0
-        ).T
-        ramps = self._ramps(X)
+        ramps = self._fit_knots(X, coarse)
         p, k = ramps.shape[1:]
         zero = np.zeros((p, k))
         # The start: the identity map and projection at the best common scale.
@@ -232,14 +243,9 @@ class MonotoneWarp:
         d), fitted together on rows ``N`` already mapped (a fitted head's
         numeric block: its projection's own coordinates, so no
         standardisation)."""
-        order = rng.permutation(N.shape[0])[: self.max_rows]
-        N, y = N[order], y[order]
+        N, Y, val, rest = self._rows(N, y, rng, min(N.shape[0], self.max_rows))
         self.mean_, self.scale_ = np.zeros(N.shape[1]), np.ones(N.shape[1])
-        Y = ((y - y.mean()) / y.std())[:, None]
-        n_val = N.shape[0] // 5
-        val, rest = slice(0, n_val), slice(n_val, None)
-        self.knots_ = np.quantile(N[rest], np.linspace(0, 1, self.n_bins + 1), axis=0).T
-        ramps = self._ramps(N)
+        ramps = self._fit_knots(N, rest)
         p, k = ramps.shape[1:]
         self.d_ = W0.shape[1]
         theta = np.concatenate([W0.ravel(), np.zeros(p * k)])

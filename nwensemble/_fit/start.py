@@ -246,10 +246,10 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp, near=None):
     common scale of each complement is the local minimum of the grid's
     losses that a descent from ``near`` (the whole subsample's best scale)
     reaches (with None, the whole grid's best). With few rows per feature
-    the per-direction scales can lower the leave-one-out
-    loss of the rows they were fitted to and still predict new rows worse
-    than one scale; the full fit then starts from them and early stopping
-    keeps it near them. With fewer than two rows per fold: one scale.
+    the per-direction scales can lower the leave-one-out loss of the rows
+    they were fitted to and still predict new rows worse than one scale;
+    the full fit then starts from them and early stopping keeps it near
+    them. With fewer than two rows per fold: one scale.
     """
     n = Xs.shape[0]
     if n < 2 * _CROSS_FIT_FOLDS:

@@ -114,13 +114,13 @@ def cross_fitted_maps(X, Y, sw, *, rng):
     by the maps of all rows, so that they change nothing, as their removal
     would not."""
     positive = np.flatnonzero(sw > 0)
+    n_folds = min(MAP_FOLDS, positive.size)
+    if n_folds < 2:  # one row of positive weight: nothing to cross-fit
+        return TargetMaps.fit(X, Y, sw).transform(X)
     out = np.empty((X.shape[0], len(X.T) * Y.shape[1]))
     rest = ~(sw > 0)
     if rest.any():
         out[rest] = TargetMaps.fit(X, Y, sw).transform(X[rest])
-    n_folds = min(MAP_FOLDS, positive.size)
-    if n_folds < 2:  # one row of positive weight: nothing to cross-fit
-        return TargetMaps.fit(X, Y, sw).transform(X)
     for fold in np.array_split(positive[rng.permutation(positive.size)], n_folds):
         others = sw.copy()
         others[fold] = 0.0
