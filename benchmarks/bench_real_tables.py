@@ -142,6 +142,9 @@ def make_models(frame, names, seed=0):
         "NWAttention": lambda: NWAttentionRegressor(random_state=seed),
         "MultiHeadNW": lambda: MultiHeadNWRegressor(random_state=seed),
         "ResidualStage": lambda: ResidualStageRegressor(random_state=seed),
+        "ResidualStage (no feature slopes)": lambda: ResidualStageRegressor(
+            feature_slopes=False, random_state=seed
+        ),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),
         "ResidualStage one-hot": lambda: one_hot(

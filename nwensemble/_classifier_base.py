@@ -52,8 +52,13 @@ class BaseNWClassifier(ClassifierMixin, BaseNW):
         self.class_weight = class_weight
 
     def _fit_params(self):
-        # Only the weighted mean of indicators is a probability vector.
-        return {**self.get_params(deep=False), "local_fit": "constant"}
+        # Only the weighted mean of indicators is a probability vector; the
+        # classifiers have no feature slopes (a regressors' parameter).
+        return {
+            **self.get_params(deep=False),
+            "local_fit": "constant",
+            "feature_slopes": False,
+        }
 
     @_fit_context(prefer_skip_nested_validation=True)
     @atomic_fit

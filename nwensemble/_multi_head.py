@@ -154,6 +154,8 @@ class MultiHeadNWRegressor(MultiHeadMixin, BaseNWRegressor):
 
     %(local_fit)s
 
+    %(feature_slopes)s
+
     %(run)s
 
     random_state : int, RandomState instance or None, default=None
@@ -233,6 +235,7 @@ class MultiHeadNWRegressor(MultiHeadMixin, BaseNWRegressor):
         standardize="power",
         duplicate_weight="auto",
         local_fit="auto",
+        feature_slopes=False,
         warm_start=False,
         callback=None,
         device="auto",
@@ -254,6 +257,7 @@ class MultiHeadNWRegressor(MultiHeadMixin, BaseNWRegressor):
             standardize=standardize,
             duplicate_weight=duplicate_weight,
             local_fit=local_fit,
+            feature_slopes=feature_slopes,
             warm_start=warm_start,
             callback=callback,
             device=device,

@@ -24,11 +24,13 @@ class BaseNWRegressor(RegressorMixin, BaseNW):
     _parameter_constraints: dict = {
         **BaseNW._parameter_constraints,
         "local_fit": [StrOptions({"auto", "linear", "constant"})],
+        "feature_slopes": ["boolean"],
     }
 
-    def __init__(self, *, local_fit, **params):
+    def __init__(self, *, local_fit, feature_slopes, **params):
         super().__init__(**params)
         self.local_fit = local_fit
+        self.feature_slopes = feature_slopes
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -77,7 +77,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     estimator : estimator with ``loo_prediction_``, default=None
         The first stage; ``None`` means one head with members on small
         tables: ``MultiHeadNWRegressor(n_heads=1, n_members=k,
-        bvc_resamples=0, early_stopping=True)``, ``k`` chosen for the rows
+        bvc_resamples=0, early_stopping=True, feature_slopes=True)`` (the
+        slopes as ``feature_slopes`` says), ``k`` chosen for the rows
         as :class:`HeadAllocator`'s ``n_members='auto'`` chooses (4 up to
         1024 rows, 1 above 2048; a fit of :class:`NWAttentionRegressor`
         when ``k`` is 1). It holds rows out of its projection's fit from 50
@@ -89,7 +90,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     residual_estimator : estimator, default=None
         The second stage, fitted to the first's leave-one-out residuals;
         ``None`` means ``NWAttentionRegressor(early_stopping=True,
-        local_fit='constant', duplicate_weight=0.0)``: it holds rows out to
+        local_fit='constant', duplicate_weight=0.0, feature_slopes=True)``
+        (the slopes as ``feature_slopes`` says): it holds rows out to
         stop on (from 50 rows on; ``'auto'`` below), reads weighted means
         (which stay within the residuals' range) and reads no copies of a
         row (the first stage already predicts a row's copy by it).
@@ -114,6 +116,15 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         stages fitted twice); on targets that jump at thresholds of their
         features it pays (see :ref:`residual_stage`). One output only: with
         several, ``'auto'`` takes none and ``True`` maps every output.
+
+    feature_slopes : bool, default=True
+        The default stages' ``feature_slopes`` (see
+        :class:`NWAttentionRegressor`): in each, every numeric feature
+        through a monotone piecewise-linear map learned with the stage's
+        (first member's) projection, which its members then share, so that
+        a kernel of fixed width can set apart the rows on either side of a
+        jump of the target (see :ref:`feature_slopes`). A stage given as
+        ``estimator`` or ``residual_estimator`` keeps its own.
 
     random_state : int, RandomState instance or None, default=None
         Given to both stages as their ``random_state`` (an estimator's own
@@ -192,6 +203,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "residual_estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "target_maps": [StrOptions({"auto"}), "boolean"],
+        "feature_slopes": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -202,12 +214,14 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         *,
         residual_estimator=None,
         target_maps=False,
+        feature_slopes=True,
         random_state=None,
         verbose=0,
     ):
         self.estimator = estimator
         self.residual_estimator = residual_estimator
         self.target_maps = target_maps
+        self.feature_slopes = feature_slopes
         self.random_state = random_state
         self.verbose = verbose
 
@@ -276,10 +290,14 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             # One head with members on small tables, whose error a fit's
             # random draws move most; the members average the draws out.
             first.set_params(
-                n_members=default_members(n_rows), early_stopping=stops_early
+                n_members=default_members(n_rows),
+                early_stopping=stops_early,
+                feature_slopes=self.feature_slopes,
             )
         if self.residual_estimator is None:
-            second.set_params(early_stopping=stops_early)
+            second.set_params(
+                early_stopping=stops_early, feature_slopes=self.feature_slopes
+            )
         if maps is None or self.target_maps == "auto":
             stages = self._fit_stages(first, second, X, y, sample_weight, fit_params)
         if maps is not None:

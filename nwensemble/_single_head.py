@@ -56,6 +56,8 @@ class NWAttentionRegressor(SingleHeadMixin, BaseNWRegressor):
 
     %(local_fit)s
 
+    %(feature_slopes)s
+
     %(run)s
 
     random_state : int, RandomState instance or None, default=None
@@ -131,6 +133,7 @@ class NWAttentionRegressor(SingleHeadMixin, BaseNWRegressor):
         standardize="power",
         duplicate_weight="auto",
         local_fit="auto",
+        feature_slopes=False,
         warm_start=False,
         callback=None,
         device="auto",
@@ -152,6 +155,7 @@ class NWAttentionRegressor(SingleHeadMixin, BaseNWRegressor):
             standardize=standardize,
             duplicate_weight=duplicate_weight,
             local_fit=local_fit,
+            feature_slopes=feature_slopes,
             warm_start=warm_start,
             callback=callback,
             device=device,

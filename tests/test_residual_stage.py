@@ -71,8 +71,28 @@ def test_the_default_first_stage_is_one_head_with_the_allocators_members(
         "nwensemble._residual_stage.default_members", lambda n_samples: 1
     )
     model = ResidualStageRegressor(random_state=0).fit(X, y)
-    single = NWAttentionRegressor(random_state=0).fit(X, y)
+    single = NWAttentionRegressor(
+        early_stopping=True, feature_slopes=True, random_state=0
+    ).fit(X, y)
     assert_allclose(model.estimator_.predict(X[:9]), single.predict(X[:9]))
+
+
+@pytest.mark.parametrize("slopes", [False, True])
+def test_feature_slopes_reach_the_default_stages_only(friedman, slopes):
+    """``feature_slopes`` is the default stages' own; a given stage keeps
+    its setting."""
+    X, y = friedman
+    model = ResidualStageRegressor(feature_slopes=slopes, random_state=0).fit(X, y)
+    for stage in (model.estimator_, model.residual_estimator_):
+        assert stage.feature_slopes is slopes
+    assert (model.estimator_.predictor_.features.slopes is not None) is slopes
+    given = ResidualStageRegressor(
+        NWAttentionRegressor(max_iter=5),
+        residual_estimator=NWAttentionRegressor(max_iter=5),
+        feature_slopes=not slopes,
+    ).fit(X, y)
+    assert not given.estimator_.feature_slopes
+    assert not given.residual_estimator_.feature_slopes
 
 
 def test_a_given_first_stage_keeps_its_members(friedman):

@@ -27,7 +27,13 @@ and on maps of them, side by side on each split:
   max_iter=0, standardize=False)``); ``one head`` is the head before;
 * ``continued stages``: the continued head as the first stage of
   ``ResidualStageRegressor`` (its default second stage on the mapped
-  rows); ``one head stages`` is the same with the head before.
+  rows); ``one head stages`` is the same with the head before;
+* ``slopes first stage`` and ``slopes both stages``: the library's own
+  ``feature_slopes=True`` (the continuation inside the fit) in the
+  recommended start's first stage only, and in both (since it became the
+  start's default, ``slopes both stages`` is the default);
+  ``without slopes``: the start with ``feature_slopes=False``, the start
+  as it was when the levers log's earlier rows were measured.
 
 Sections:
 
@@ -58,7 +64,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _variant_table as table  # noqa: E402
 
-from nwensemble import NWAttentionRegressor, ResidualStageRegressor  # noqa: E402
+from nwensemble import (  # noqa: E402
+    MultiHeadNWRegressor,
+    NWAttentionRegressor,
+    ResidualStageRegressor,
+)
+from nwensemble._fit.allocation import default_members  # noqa: E402
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z  # noqa: E402
 from nwensemble._shared.kernels import KERNELS  # noqa: E402
 from nwensemble._shared.keys import Keys  # noqa: E402
@@ -71,6 +82,9 @@ VARIANTS = [
     "continued head",
     "one head stages",
     "continued stages",
+    "slopes first stage",
+    "slopes both stages",
+    "without slopes",
 ]
 SOFTMAX = KERNELS["softmax"]
 
@@ -278,6 +292,22 @@ def _continued(X, y, X_test, seed, args):
     return slopes.transform(N), slopes.transform(N_test), reader
 
 
+def _with_slopes(seed, n_rows, *, both):
+    """The recommended start with feature slopes: in both default stages
+    (``feature_slopes=True``) where ``both``, else in its first stage only
+    (its default first stage, for ``n_rows`` of at least 50)."""
+    if both:
+        return ResidualStageRegressor(feature_slopes=True, random_state=seed)
+    first = MultiHeadNWRegressor(
+        n_heads=1,
+        bvc_resamples=0,
+        n_members=default_members(n_rows),
+        early_stopping=True,
+        feature_slopes=True,
+    )
+    return ResidualStageRegressor(first, random_state=seed)
+
+
 def predictions(X, y, X_test, seed, args):
     """Test predictions and fit seconds of the default and each variant."""
     variants, out = args.variants, {}
@@ -303,6 +333,10 @@ def predictions(X, y, X_test, seed, args):
             model = ResidualStageRegressor(
                 NWAttentionRegressor(random_state=seed), random_state=seed
             )
+        elif variant == "without slopes":
+            model = ResidualStageRegressor(feature_slopes=False, random_state=seed)
+        elif variant.startswith("slopes"):
+            model = _with_slopes(seed, X.shape[0], both=variant.endswith("both stages"))
         elif variant.startswith("continued"):
             train, test, model = _continued(X, y, X_test, seed, args)
             if variant == "continued stages":

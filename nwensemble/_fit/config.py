@@ -46,6 +46,7 @@ class FitConfig:
     standardize: Any
     duplicate_weight: Any
     local_fit: str
+    feature_slopes: bool
     diversity: Any
     callback: Optional[Callable]
     verbose: int
@@ -69,6 +70,7 @@ class FitConfig:
         "standardize",
         "duplicate_weight",
         "local_fit",
+        "feature_slopes",
         "verbose",
     )
 

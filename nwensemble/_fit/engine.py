@@ -18,6 +18,7 @@ from nwensemble._fit.config import IterateObserver, SolverResult
 from nwensemble._fit.diversity import solve_with_diversity
 from nwensemble._fit.early_stopping import hold_out_plan
 from nwensemble._fit.embedding_start import start_with_codes
+from nwensemble._fit.feature_slopes import continue_with_slopes
 from nwensemble._fit.local_fit import choose_readout, local_ridges
 from nwensemble._fit.solvers import choose_solver
 from nwensemble._fit.start import initial_projection
@@ -98,10 +99,13 @@ class FirstMember:
     followed it. The first member of a fit with more members on the same
     rows, parameters and seed is the same member, drawn from the same
     random state, so such a fit can take it and go on from that state (as
-    ``HeadAllocator`` does when it refits its choice with members)."""
+    ``HeadAllocator`` does when it refits its choice with members). With
+    ``feature_slopes``, ``slopes`` holds the ``FeatureSlopes`` of the first
+    member's continuation, which every member then acts through."""
 
     solver: SolverResult
     rng_state: tuple
+    slopes: Any = None
 
 
 def scaled_targets(Y, sw, *, xp):
@@ -141,10 +145,12 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
         Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
     members = []
+    slopes = None
     for m in range(config.n_members):
         if m == 0 and first_member is not None:
             members.append(first_member.solver)
             rng.set_state(first_member.rng_state)
+            slopes = first_member.slopes
         else:
             members.append(
                 _fit_member(
@@ -158,8 +164,16 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
                     xp=xp,
                 )
             )
+            if m == 0 and config.feature_slopes:
+                members[0], slopes = _continued_with_slopes(
+                    config, members[0], Xt, Yt, swt, rng=rng, xp=xp
+                )
         if m == 0:
-            after_first = FirstMember(members[0], rng.get_state())
+            after_first = FirstMember(members[0], rng.get_state(), slopes)
+            if slopes is not None:
+                # Every member and the keys act on the mapped rows.
+                features = dataclasses.replace(features, slopes=slopes)
+                Xs, Xt = slopes.design(Xs), slopes.design(Xt)
     fitted = _joined(members)
     n_heads = config.n_heads * config.n_members
     d = fitted.W.shape[1] // n_heads
@@ -257,6 +271,20 @@ def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
         start,
     )
     return fitted
+
+
+def _continued_with_slopes(config, fitted, Xt, Yt, swt, *, rng, xp):
+    """The first member continued with feature slopes (``feature_slopes``):
+    its ``SolverResult`` with the continued projection, and the
+    ``FeatureSlopes`` (the member as it was and None where there are too
+    few rows to fit them)."""
+    start = time.perf_counter()
+    continued = continue_with_slopes(config, fitted, Xt, Yt, swt, rng=rng, xp=xp)
+    if continued is None:
+        return fitted, None
+    slopes, W = continued
+    config.progress("feature slopes continued from the first member", start)
+    return dataclasses.replace(fitted, W=W), slopes
 
 
 def _member_slice(previous, m, config):

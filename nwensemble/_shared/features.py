@@ -96,7 +96,9 @@ class FeatureMap:
     observed features (``correlation``, see ``conditional_fill``), and
     ``codes`` (a ``CodeLayout``, None for numbers only) places the
     categorical codes and the missing-value indicators in the embedding
-    block. ``rows`` returns a ``Design``.
+    block. Last, ``slopes`` (a ``feature_slopes.FeatureSlopes``, None for
+    none) maps each filled numeric feature through its learned monotone
+    piecewise-linear map. ``rows`` returns a ``Design``.
     """
 
     encoder: Any
@@ -105,10 +107,11 @@ class FeatureMap:
     scale: Any
     codes: Optional[CodeLayout] = None
     correlation: Any = None
+    slopes: Any = None
 
     @property
     def is_linear(self):
-        return self.power is None
+        return self.power is None and self.slopes is None
 
     @property
     def takes_tables(self):
@@ -180,7 +183,10 @@ class FeatureMap:
         # Filled with the normaliser: finite, and harmless to either warp.
         fill = self.power[1] if self.power is not None else self.center
         mapped = self.transform(xp.where(valid, N, fill))
-        return fill_missing(mapped, valid, self.correlation, xp=xp), valid
+        filled = fill_missing(mapped, valid, self.correlation, xp=xp)
+        if self.slopes is not None:
+            filled = self.slopes.apply(filled)
+        return filled, valid
 
     def transform(self, N):
         """The map of complete numeric columns ``N``."""

@@ -1,0 +1,277 @@
+"""Feature slopes: a monotone piecewise-linear map of each mapped numeric
+feature, learned as a continuation of a fitted head.
+
+Each numeric feature of the design (after the feature map's power transform
+and standardisation, missing values filled) goes through
+``f(x) = k_0 + sum_b s_b clip(x - k_b, 0, k_{b+1} - k_b)``, with knots
+``k`` at its quantiles and a positive slope ``s_b`` per bin (the first bin
+open below, the last open above, so that slopes of 1 are the identity on
+every row). A kernel of fixed width in a head's projection averages across
+a jump in the target; a slope steep where the target jumps sets the rows on
+its two sides apart, as a tree's split does, and a slope shallow where it is
+flat lets the head average more rows there.
+
+The slopes start at 1 and move together with the fitted head's projection
+(its ``W``, embedding rows included) on the same leave-one-out loss, stopped
+on rows held out of both. Each slope stays within ``exp(+-MAX_LOG_SLOPE)``:
+unbounded, a feature with few distinct values takes slopes of hundreds
+between them and the head reads noise. The user guide's "Feature slopes"
+has the figures.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss
+from nwensemble._fit.loo_loss import loo_loss_and_grad_z
+from nwensemble._fit.precision import loss_rows
+from nwensemble._fit.solvers import AUTO_ADAM_ROWS_HEADS
+from nwensemble._shared.backend import device, namespace_of, to_numpy
+from nwensemble._shared.rows import take_rows
+
+# Quantile bins per feature.
+N_BINS = 8
+# Each slope within exp(+-MAX_LOG_SLOPE) of the identity's.
+MAX_LOG_SLOPE = 1.0
+# The continuation is a full-batch L-BFGS fit: on at most as many rows as
+# the heads' own full-batch fits take (solver='auto' takes minibatches for
+# several heads above them). It is stopped on at most MAX_HELDOUT_ROWS
+# held-out rows.
+MAX_ROWS = AUTO_ADAM_ROWS_HEADS
+MAX_HELDOUT_ROWS = 1024
+# Without held-out rows of the head's own fit, this share of the
+# continuation's rows is held out to stop on.
+HELDOUT_FRACTION = 0.2
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureSlopes:
+    """Fitted slopes of the numeric block: knots ``low`` (p, bins) with
+    ``width`` (p, bins) and ``slope`` (p, bins), arrays of the model's
+    namespace, dtype and device (see the module's docstring)."""
+
+    low: Any
+    width: Any
+    slope: Any
+
+    def ramps(self, N):
+        """Per bin, the part of each value of ``N`` (n, p) in it (the first
+        bin open below, the last above): a list of (n, p) arrays."""
+        xp, _ = namespace_of(self.low)
+        n_bins = self.low.shape[1]
+        out = []
+        for b in range(n_bins):
+            part = N - self.low[:, b]
+            if b > 0:
+                part = xp.maximum(part, xp.zeros_like(part))
+            if b < n_bins - 1:
+                part = xp.minimum(part, self.width[:, b])
+            out.append(part)
+        return out
+
+    def astype(self, dtype):
+        """The same slopes in ``dtype``."""
+        xp, _ = namespace_of(self.low)
+        return FeatureSlopes(
+            *(xp.astype(a, dtype) for a in (self.low, self.width, self.slope))
+        )
+
+    def apply(self, N):
+        """The mapped numeric block of ``N`` (n, p)."""
+        return _mapped(self.low[:, 0], self.ramps(N), self.slope)
+
+    def design(self, X):
+        """The ``Design`` ``X`` with its numeric block mapped."""
+        return dataclasses.replace(X, numeric=self.apply(X.numeric))
+
+
+def _mapped(start, ramps, slope):
+    """``start`` plus each bin's ramp times its slope: the map's values."""
+    out = start
+    for b, ramp in enumerate(ramps):
+        out = out + slope[:, b] * ramp
+    return out
+
+
+def _knots(N, sw, *, xp):
+    """``FeatureSlopes`` at the identity (slopes 1), knots at the quantiles
+    of the rows of positive weight of ``N``."""
+    N_np = to_numpy(N).astype(np.float64)[to_numpy(sw) > 0]
+    knots = np.quantile(N_np, np.linspace(0.0, 1.0, N_BINS + 1), axis=0).T
+    dev = device(N)
+    low = xp.asarray(knots[:, :-1], dtype=N.dtype, device=dev)
+    width = xp.asarray(np.diff(knots, axis=1), dtype=N.dtype, device=dev)
+    return FeatureSlopes(low, width, xp.ones_like(low))
+
+
+def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
+    """The slopes and a projection fitted together, from slopes 1 and the
+    fitted head's projection.
+
+    ``fitted`` is the head's ``SolverResult`` on the design ``X`` (n, p +
+    codes) with scaled targets ``Y`` and weights ``sw``. The continuation
+    fits on at most ``MAX_ROWS`` of the rows the head was fitted on and is
+    stopped on at most ``MAX_HELDOUT_ROWS`` of those it held out (else on
+    ``HELDOUT_FRACTION`` of the continuation's rows). Returns the
+    ``FeatureSlopes`` and the projection (float64 NumPy), or None where
+    there are too few rows or iterations to fit them.
+    """
+    p = X.numeric.shape[1]
+    if config.max_iter == 0 or p == 0:
+        return None
+    train_rows, val_rows = _rows(fitted.heldout, sw, rng=rng)
+    if train_rows is None:
+        return None
+    Xt, Yt, swt = take_rows(X, Y, sw, train_rows, xp=xp)
+    identity = _knots(Xt.numeric, swt, xp=xp)
+    # The loss in the dtype the heads' own fits evaluate it in.
+    n_rows = Xt.shape[0]
+    Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp)
+    heldout = loss_rows(*take_rows(X, Y, sw, val_rows, xp=xp), xp=xp, n_rows=n_rows)
+    W0 = np.asarray(fitted.W, dtype=np.float64)
+    train = SlopesObjective(
+        identity.astype(Xt.dtype),
+        Xt,
+        Yt,
+        swt,
+        W0.shape,
+        kernel=config.kernel,
+        n_heads=config.n_heads,
+        diversity=fitted.diversity,
+    )
+    theta = np.concatenate([W0.ravel(), np.zeros(p * N_BINS)])
+    theta = _minimised(train, theta, heldout, config)
+    W, slope = train.split(theta)
+    slopes = dataclasses.replace(identity, slope=xp.astype(slope, identity.low.dtype))
+    return slopes, to_numpy(W).astype(np.float64)
+
+
+def _minimised(objective, theta, heldout, config):
+    """L-BFGS-B on ``objective`` from ``theta`` for at most
+    ``config.max_iter`` iterations, the log-slopes within
+    ``+-MAX_LOG_SLOPE``: the iterate that predicts the ``heldout`` rows
+    ``(X, Y, sw)`` best (stopped after ``config.n_iter_no_change``
+    iterations without a gain)."""
+    monitor = EarlyStopping(
+        lambda theta: objective.heldout_loss(theta, *heldout),
+        patience=config.n_iter_no_change,
+        tol=config.tol,
+    )
+    monitor.start(theta)
+
+    def on_iteration(intermediate_result):
+        if monitor.update(intermediate_result.x):
+            raise StopIteration
+
+    n_w = int(np.prod(objective.shape))
+    c = MAX_LOG_SLOPE
+    minimize(
+        objective.loss_and_grad,
+        theta,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(None, None)] * n_w + [(-c, c)] * (theta.shape[0] - n_w),
+        callback=on_iteration,
+        options={"maxiter": config.max_iter},
+    )
+    return monitor.best_theta
+
+
+class SlopesObjective:
+    """The heads' leave-one-out loss on the design ``X`` with targets ``Y``
+    and weights ``sw``, as a function of the flat float64 vector
+    ``theta``: the projection (``shape``, flattened) then the log-slopes (p,
+    bins) of ``identity``'s knots (``FeatureSlopes`` at slopes 1). With
+    ``n_heads`` heads side by side in the projection, the ensemble's loss
+    less ``diversity`` times their ambiguity (``loo_loss_and_grad``)."""
+
+    def __init__(self, identity, X, Y, sw, shape, *, kernel, n_heads=1, diversity=0.0):
+        self.identity = identity
+        self.X, self.Y, self.sw = X, Y, sw
+        self.shape = shape
+        self.kernel = kernel
+        self.n_heads = n_heads
+        self.diversity = diversity
+        self.ramps = identity.ramps(X.numeric)
+
+    def split(self, theta):
+        """The projection and the slopes at ``theta``, in the rows'
+        namespace, dtype and device."""
+        xp, dev = namespace_of(self.Y)
+        n_w = int(np.prod(self.shape))
+        p = self.identity.low.shape[0]
+        W = xp.asarray(theta[:n_w].reshape(self.shape), dtype=self.Y.dtype, device=dev)
+        slope = np.exp(theta[n_w:].reshape(p, -1))
+        return W, xp.asarray(slope, dtype=self.Y.dtype, device=dev)
+
+    def mapped(self, X, slope, ramps=None):
+        """The design ``X`` through the slopes ``slope`` (its ``ramps`` at
+        the knots, when known)."""
+        ramps = self.identity.ramps(X.numeric) if ramps is None else ramps
+        numeric = _mapped(self.identity.low[:, 0], ramps, slope)
+        return dataclasses.replace(X, numeric=numeric)
+
+    def loss_and_grad(self, theta):
+        """The loss and its gradient in ``theta`` (float64 NumPy)."""
+        xp, _ = namespace_of(self.Y)
+        W, slope = self.split(theta)
+        X = self.mapped(self.X, slope, self.ramps)
+        loss, G = loo_loss_and_grad_z(
+            X.project(W),
+            self.Y,
+            self.sw,
+            xp=xp,
+            kernel=self.kernel,
+            n_heads=self.n_heads,
+            diversity=self.diversity,
+        )
+        # dloss / dN, then per bin the chain rule through exp.
+        dN = G @ W[: X.numeric.shape[1], :].T
+        grad_u = xp.stack([xp.sum(dN * ramp, axis=0) for ramp in self.ramps], axis=1)
+        return float(loss), np.concatenate(
+            [
+                to_numpy(X.backproject(G)).astype(np.float64).ravel(),
+                to_numpy(grad_u * slope).astype(np.float64).ravel(),
+            ]
+        )
+
+    def heldout_loss(self, theta, Xq, Yq, swq):
+        """The weighted MSE of the rows ``Xq`` predicted from the
+        objective's rows at ``theta``."""
+        W, slope = self.split(theta)
+        return heldout_loss(
+            W,
+            self.mapped(Xq, slope),
+            Yq,
+            swq,
+            self.mapped(self.X, slope, self.ramps),
+            self.Y,
+            self.sw,
+            kernel=self.kernel,
+            n_heads=self.n_heads,
+        )
+
+
+def _rows(heldout, sw, *, rng):
+    """The continuation's training and held-out rows (sorted NumPy
+    integers), or ``(None, None)`` where there are too few."""
+    positive = np.flatnonzero(to_numpy(sw) > 0)
+    if heldout is not None:
+        val = rng.permutation(heldout)[:MAX_HELDOUT_ROWS]
+        train = np.setdiff1d(positive, heldout)
+    else:
+        positive = rng.permutation(positive)[: MAX_ROWS + MAX_HELDOUT_ROWS]
+        n_val = int(math.ceil(HELDOUT_FRACTION * min(positive.shape[0], MAX_ROWS)))
+        val, train = positive[:n_val], positive[n_val:]
+    train = rng.permutation(train)[:MAX_ROWS]
+    if train.shape[0] < 2 or val.shape[0] < 1:
+        return None, None
+    return np.sort(train), np.sort(val)
