@@ -13,7 +13,9 @@ of a fit moves its RMSE by a few per cent) of:
 * ``ResidualStageRegressor()`` (the recommended start),
   ``HeadAllocator()``, ``NWAttentionRegressor()`` and
   ``MultiHeadNWRegressor()`` on the frame as it comes
-  (``categorical_features='from_dtype'``), ``random_state=seed``;
+  (``categorical_features='from_dtype'``), ``random_state=seed``; on
+  request (``--models``) also ``ResidualStage (no feature slopes)``, the
+  start with ``feature_slopes=False``;
 * the four estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
