@@ -167,9 +167,9 @@ feature_slopes : bool, default=False
     every member, at fit and at prediction. A slope steep where the target
     jumps sets the rows on either side apart, as a tree's split does, so
     that a kernel of fixed width no longer averages across the jump.
-    ``components_`` are then in the mapped features' units. The fit takes
-    longer: up to about twice as long on tables of 4000 rows and more.
-    See the user guide's "Feature slopes".""",
+    ``components_`` are then in the mapped features' units. The
+    continuation adds to the fit's time; the user guide's "Feature slopes"
+    has what it costs and buys.""",
     "run": """\
 warm_start : bool, default=False
     If True and ``fit`` was called before, start from the previous

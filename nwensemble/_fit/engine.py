@@ -173,7 +173,9 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
             if slopes is not None:
                 # Every member and the keys act on the mapped rows.
                 features = dataclasses.replace(features, slopes=slopes)
-                Xs, Xt = slopes.design(Xs), slopes.design(Xt)
+                merged = Xt is not Xs
+                Xs = slopes.design(Xs)
+                Xt = slopes.design(Xt) if merged else Xs
     fitted = _joined(members)
     n_heads = config.n_heads * config.n_members
     d = fitted.W.shape[1] // n_heads

@@ -14,8 +14,8 @@ flat lets the head average more rows there.
 The slopes start at 1 and move together with the fitted head's projection
 (its ``W``, embedding rows included) on the same leave-one-out loss, stopped
 on rows held out of both. Each slope stays within ``exp(+-MAX_LOG_SLOPE)``:
-unbounded, a feature with few distinct values takes slopes of hundreds
-between them and the head reads noise. The user guide's "Feature slopes"
+unbounded, the slope between two of a discrete feature's few values can
+grow without limit and the head then reads noise. The user guide's "Feature slopes"
 has the figures.
 """
 
@@ -160,8 +160,10 @@ def _minimised(objective, theta, heldout, config):
     ``+-MAX_LOG_SLOPE``: the iterate that predicts the ``heldout`` rows
     ``(X, Y, sw)`` best (stopped after ``config.n_iter_no_change``
     iterations without a gain)."""
+    # The held-out rows' ramps once: only the slopes change between calls.
+    ramps = objective.identity.ramps(heldout[0].numeric)
     monitor = EarlyStopping(
-        lambda theta: objective.heldout_loss(theta, *heldout),
+        lambda theta: objective.heldout_loss(theta, *heldout, ramps),
         patience=config.n_iter_no_change,
         tol=config.tol,
     )
@@ -212,10 +214,9 @@ class SlopesObjective:
         slope = np.exp(theta[n_w:].reshape(p, -1))
         return W, xp.asarray(slope, dtype=self.Y.dtype, device=dev)
 
-    def mapped(self, X, slope, ramps=None):
-        """The design ``X`` through the slopes ``slope`` (its ``ramps`` at
-        the knots, when known)."""
-        ramps = self.identity.ramps(X.numeric) if ramps is None else ramps
+    def mapped(self, X, slope, ramps):
+        """The design ``X`` through the slopes ``slope`` (``ramps``: its
+        ramps at the knots)."""
         numeric = _mapped(self.identity.low[:, 0], ramps, slope)
         return dataclasses.replace(X, numeric=numeric)
 
@@ -243,13 +244,13 @@ class SlopesObjective:
             ]
         )
 
-    def heldout_loss(self, theta, Xq, Yq, swq):
-        """The weighted MSE of the rows ``Xq`` predicted from the
-        objective's rows at ``theta``."""
+    def heldout_loss(self, theta, Xq, Yq, swq, ramps):
+        """The weighted MSE of the rows ``Xq`` (``ramps``: their ramps at
+        the knots) predicted from the objective's rows at ``theta``."""
         W, slope = self.split(theta)
         return heldout_loss(
             W,
-            self.mapped(Xq, slope),
+            self.mapped(Xq, slope, ramps),
             Yq,
             swq,
             self.mapped(self.X, slope, self.ramps),
