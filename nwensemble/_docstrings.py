@@ -337,7 +337,10 @@ init : {'auto', 'pca', 'identity', 'random'} or array-like of shape \
     ``'random'`` for several heads and as for the single-head estimators
     for one. Each head's bandwidth is then picked from a grid by its
     leave-one-out error (with ``'identity'``, each feature's scale too;
-    the user guide's multi-head page compares the starts). An array is
+    the user guide's multi-head page compares the starts). Heads that
+    would start with the same metric (any string option with ``head_dim =
+    n_features``) are then nudged apart by a small random linear map: the
+    loss, symmetric in the heads, would keep them identical. An array is
     used as given, in the units of ``components_``.""",
     "multi_head_attributes": """\
 components_ : array of shape (n_members * n_heads, head_dim, n_features)

@@ -4,12 +4,13 @@ when they are kept."""
 import warnings
 
 import numpy as np
+import pytest
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
 
 import nwensemble._fit.start as start
-from nwensemble import NWAttentionRegressor
+from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._fit.engine import scaled_targets
 from nwensemble._shared.design import numbers_design
 from nwensemble._shared.kernels import KERNELS
@@ -149,3 +150,45 @@ def test_descent_lands_on_the_grids_best_in_fewer_losses(monkeypatch):
 def test_too_few_rows_to_cross_fit_keep_one_scale():
     Xs, Ys, sw = _scaled_problem("one", 0, n=2 * start._CROSS_FIT_FOLDS - 1)
     assert not _generalise(Xs, Ys, sw, 0)
+
+
+def _metrics(model):
+    return [c.T @ c for c in np.asarray(model.components_)]
+
+
+@pytest.mark.parametrize("init", ["identity", "random", "pca"])
+def test_heads_as_wide_as_the_input_start_apart(init):
+    # With head_dim = n_features every string init gives the heads one
+    # metric, which the symmetric loss would keep: the nudge sets them apart.
+    X, y = make_friedman1(300, 5, noise=1.0, random_state=0)
+    model = MultiHeadNWRegressor(
+        n_heads=3, head_dim=5, init=init, max_iter=0, bvc_resamples=0, random_state=0
+    ).fit(X, y)
+    metrics = _metrics(model)
+    for a in range(3):
+        for b in range(a):
+            difference = np.abs(metrics[a] - metrics[b]).max()
+            assert difference > 0.05 * np.abs(metrics[b]).max()
+
+
+def test_heads_of_their_own_blocks_are_not_nudged(monkeypatch):
+    # Heads whose blocks differ start as the blocks and scales say, and draw
+    # nothing more from the random state.
+    X, y = make_friedman1(300, 6, noise=1.0, random_state=0)
+    params = dict(n_heads=2, head_dim=3, init="identity", max_iter=0, bvc_resamples=0)
+    before = MultiHeadNWRegressor(**params, random_state=0).fit(X, y)
+    monkeypatch.setattr(start, "_REPEAT_NUDGE", 10.0)
+    after = MultiHeadNWRegressor(**params, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(before.components_, after.components_)
+
+
+def test_the_nudge_is_small_and_seeded():
+    rng = np.random.default_rng(0)
+    head = np.diag(np.exp(rng.standard_normal(4)))
+    W = np.hstack([head, head])  # two equal heads
+    nudged = start._nudged_repeats(W, 2, rng=np.random.RandomState(0))
+    np.testing.assert_array_equal(nudged[:, :4], W[:, :4])
+    change = np.linalg.norm(nudged[:, 4:] - W[:, 4:], 2) / np.linalg.norm(W[:, 4:], 2)
+    assert 0.05 < change < 3 * start._REPEAT_NUDGE
+    again = start._nudged_repeats(W, 2, rng=np.random.RandomState(0))
+    np.testing.assert_array_equal(nudged, again)

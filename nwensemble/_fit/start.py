@@ -42,6 +42,9 @@ _DIRECTION_NARROWEST = 8.0
 # subsample in this many folds (each start then fitted on three quarters of
 # it; why not halves: the benchmarks page's levers).
 _CROSS_FIT_FOLDS = 4
+# Heads that start with the same metric are nudged apart by about this much
+# (``_nudged_repeats``).
+_REPEAT_NUDGE = 0.3
 # A spread below this share of the rows' second moment is rounding noise.
 _CONSTANT_SPREAD = 1e-20
 
@@ -140,7 +143,7 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
         rng=rng,
         xp=xp,
     )
-    return Start(W, feature_scales)
+    return Start(_nudged_repeats(W, n_heads, rng=rng), feature_scales)
 
 
 def _head_blocks(p, n_heads, d):
@@ -157,6 +160,36 @@ def _head_blocks(p, n_heads, d):
     if n_heads * d <= p:
         return list(range(n_heads * d))
     return [(h * p // n_heads + j) % p for h in range(n_heads) for j in range(d)]
+
+
+def _nudged_repeats(W, n_heads, *, rng):
+    """``W`` (p, n_heads * d) with each head whose metric ``W_h W_h^T``
+    repeats an earlier head's multiplied by ``I + _REPEAT_NUDGE * G / (2
+    sqrt(p))`` (``G`` standard normal, p x p): turned and stretched by
+    about ``_REPEAT_NUDGE`` (the size of ``G``'s largest singular value is
+    about ``2 sqrt(p)``).
+
+    Heads as wide as the input (``d = p``) start with the same metric
+    whatever their directions (for ``'random'``, an isotropic one), and the
+    loss, symmetric in the heads, keeps identical heads identical: one
+    head at several heads' cost. A rotation alone leaves an isotropic
+    metric as it is; a nudge moves any metric a little, so each head keeps
+    most of the start's fitted scales and the fit can move them apart.
+    """
+    p = W.shape[0]
+    d = W.shape[1] // n_heads
+    metrics = []
+    W = W.copy()
+    for h in range(n_heads):
+        block = W[:, h * d : (h + 1) * d]
+        metric = block @ block.T
+        size = np.max(np.abs(metric))
+        if any(np.max(np.abs(metric - m)) <= 1e-9 * size for m in metrics):
+            G = rng.standard_normal((p, p))
+            nudge = np.eye(p) + _REPEAT_NUDGE * G / (2.0 * math.sqrt(p))
+            W[:, h * d : (h + 1) * d] = nudge @ block
+        metrics.append(metric)
+    return W
 
 
 def _init_array(head_dim, init, n_heads, p):
