@@ -95,6 +95,38 @@ def test_feature_slopes_reach_the_default_stages_only(friedman, slopes):
     assert not given.residual_estimator_.feature_slopes
 
 
+def test_first_stage_heads_are_as_wide_as_the_rows_the_stage_sees(friedman):
+    """Several heads in the default first stage: each as wide as its rows
+    (the target maps' columns included), from the identity start, with the
+    one head's members and slopes; a given first stage keeps its own."""
+    X, y = friedman
+    model = ResidualStageRegressor(first_stage_heads=2, random_state=0).fit(X, y)
+    first = model.estimator_
+    assert (first.n_heads, first.head_dim, first.init) == (2, X.shape[1], "identity")
+    assert first.n_members == default_members(X.shape[0])
+    assert np.asarray(first.components_).shape == (
+        2 * first.n_members,
+        X.shape[1],
+        X.shape[1],
+    )
+    metrics = [c.T @ c for c in np.asarray(first.components_)[:2]]
+    assert np.abs(metrics[0] - metrics[1]).max() > 1e-3 * np.abs(metrics[0]).max()
+    mapped = ResidualStageRegressor(
+        first_stage_heads=2, target_maps=True, feature_slopes=False, random_state=0
+    ).fit(X, y)
+    assert mapped.estimator_.head_dim == 2 * X.shape[1]
+    given = ResidualStageRegressor(
+        NWAttentionRegressor(max_iter=5), first_stage_heads=3
+    ).fit(X, y)
+    assert isinstance(given.estimator_, NWAttentionRegressor)
+
+
+def test_first_stage_heads_must_be_a_positive_integer(friedman):
+    X, y = friedman
+    with pytest.raises(ValueError, match="first_stage_heads"):
+        ResidualStageRegressor(first_stage_heads=0).fit(X, y)
+
+
 def test_a_given_first_stage_keeps_its_members(friedman):
     X, y = friedman
     first = NWAttentionRegressor(max_iter=20)
