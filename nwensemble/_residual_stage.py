@@ -311,8 +311,6 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 early_stopping=stops_early,
                 feature_slopes=self.feature_slopes,
             )
-            if self.first_stage_heads > 1:
-                first.set_params(n_heads=self.first_stage_heads, init="identity")
         if self.residual_estimator is None:
             second.set_params(
                 early_stopping=stops_early, feature_slopes=self.feature_slopes
@@ -352,8 +350,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         """Both stages fitted on rows ``X`` (as the stages see them), and the
         sum's leave-one-out residuals."""
         if self.estimator is None and self.first_stage_heads > 1:
-            # As wide as the rows the stage sees (target maps included).
-            first.set_params(head_dim=_num_features(X))
+            # Heads as wide as the rows the stage sees (target maps included).
+            first.set_params(
+                n_heads=self.first_stage_heads,
+                head_dim=_num_features(X),
+                init="identity",
+            )
         self._fit_stage("first" + label, first, X, y, fit_params)
         loo = getattr(first, "loo_prediction_", None)
         if loo is None:

@@ -172,8 +172,8 @@ def test_heads_as_wide_as_the_input_start_apart(init):
 
 
 def test_heads_of_their_own_blocks_are_not_nudged(monkeypatch):
-    # Heads whose blocks differ start as the blocks and scales say, and draw
-    # nothing more from the random state.
+    # Heads whose blocks differ start as the blocks and scales say: a nudge
+    # of any size leaves them as they were.
     X, y = make_friedman1(300, 6, noise=1.0, random_state=0)
     params = dict(n_heads=2, head_dim=3, init="identity", max_iter=0, bvc_resamples=0)
     before = MultiHeadNWRegressor(**params, random_state=0).fit(X, y)

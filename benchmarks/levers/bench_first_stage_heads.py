@@ -3,9 +3,10 @@ first stage instead of one.
 
 ``ResidualStageRegressor()`` (``default``: one head with members) against
 the same start with a first stage of two heads as wide as the input
-(``MultiHeadNWRegressor(n_heads=2, head_dim=n_features, init='identity')``,
-the default first stage's members, early stopping and feature slopes
-otherwise), side by side on each split:
+(``ResidualStageRegressor(first_stage_heads=2)``:
+``MultiHeadNWRegressor(n_heads=2, head_dim=n_features, init='identity')``
+with the default first stage's members, early stopping and feature
+slopes), side by side on each split:
 
 * ``two heads``: that first stage. Both heads start from the identity with
   the scales the start fits per feature; the second is then nudged off the
@@ -40,16 +41,15 @@ from nwensemble._fit.allocation import default_members  # noqa: E402
 VARIANTS = ["two heads", "two heads, half the members", "one or two, chosen"]
 
 
-def _two_heads(seed, X, *, members_share=1):
-    """The recommended start with two full-width heads in its first stage
-    (its default first stage's settings otherwise, for at least 50 rows;
-    ``members_share`` of its members)."""
+def _two_heads_half_the_members(seed, X):
+    """``first_stage_heads=2``'s first stage with half the default members
+    (at least one), built by hand (for at least 50 rows)."""
     first = MultiHeadNWRegressor(
         n_heads=2,
         head_dim=X.shape[1],
         init="identity",
         bvc_resamples=0,
-        n_members=max(1, default_members(X.shape[0]) // members_share),
+        n_members=max(1, default_members(X.shape[0]) // 2),
         early_stopping=True,
         feature_slopes=True,
     )
@@ -65,11 +65,11 @@ def predictions(X, y, X_test, seed, args):
     fits = {}
     models = [
         ("default", ResidualStageRegressor(random_state=seed)),
-        ("two heads", _two_heads(seed, X)),
+        ("two heads", ResidualStageRegressor(first_stage_heads=2, random_state=seed)),
     ]
     if "two heads, half the members" in args.variants:
         models.append(
-            ("two heads, half the members", _two_heads(seed, X, members_share=2))
+            ("two heads, half the members", _two_heads_half_the_members(seed, X))
         )
     for name, model in models:
         start = time.perf_counter()
