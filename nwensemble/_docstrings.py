@@ -161,13 +161,14 @@ feature_slopes : bool, default=False
     Whether each numeric feature (after ``standardize``'s map) also goes
     through a learned monotone piecewise-linear map: a slope per quantile
     bin (8 bins), within ``exp(+-1)``, learned together with the first
-    member's projection as a continuation of its fit (from slopes 1, on at
-    most 4096 of its training rows, stopped on the rows it held out or,
-    where it held none out, on a fifth of those rows), then applied for
-    every member, at fit and at prediction. A slope steep where the target
-    jumps sets the rows on either side apart, as a tree's split does, so
-    that a kernel of fixed width no longer averages across the jump.
-    ``components_`` are then in the mapped features' units. The
+    member's projection (from slopes 1): by L-BFGS, as a continuation of
+    its fit (on at most 4096 of its training rows, stopped on the rows it
+    held out or, where it held none out, on a fifth of those rows); by
+    Adam, within its minibatch steps (``solver``). The map is then applied
+    for every member, at fit and at prediction. A slope steep where the
+    target jumps sets the rows on either side apart, as a tree's split
+    does, so that a kernel of fixed width no longer averages across the
+    jump. ``components_`` are then in the mapped features' units. The
     continuation adds to the fit's time; the user guide's "Feature slopes"
     has what it costs and buys.""",
     "run": """\

@@ -56,10 +56,18 @@ def test_adam_multi_head_with_diversity(data):
     assert np.isfinite(rmse(model, Xt, yt))
 
 
-def test_adam_same_under_namespaces(ns):
-    """array_api_strict (on its second device too) follows NumPy to rounding."""
+@pytest.mark.parametrize("feature_slopes", [False, True])
+def test_adam_same_under_namespaces(ns, feature_slopes):
+    """array_api_strict (on its second device too) follows NumPy to rounding,
+    with the feature slopes learned in the same steps too."""
     X, y = make_friedman1(n_samples=300, n_features=5, noise=0.5, random_state=1)
-    kw = dict(solver="adam", batch_size=64, max_iter=5, random_state=0)
+    kw = dict(
+        solver="adam",
+        batch_size=64,
+        max_iter=5,
+        random_state=0,
+        feature_slopes=feature_slopes,
+    )
     with pytest.warns(ConvergenceWarning):
         ref = NWAttentionRegressor(**kw).fit(X, y)
     with ns.context(), pytest.warns(ConvergenceWarning):
@@ -79,6 +87,7 @@ def test_batch_size_is_validated():
     "Estimator, params",
     [
         (NWAttentionRegressor, {}),
+        (NWAttentionRegressor, {"feature_slopes": True}),
         (MultiHeadNWRegressor, {"n_heads": 3, "head_dim": 2, "diversity": -0.5}),
     ],
 )

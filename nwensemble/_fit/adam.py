@@ -15,6 +15,11 @@ A kernel fitted on batches of b rows sees b / n of the neighbours it will see
 at prediction, so its bandwidth is tuned for sparser data. After training,
 one factor on the scale of all heads is chosen on held-out rows that attend
 to all training rows.
+
+With ``feature_slopes`` the log-slopes of the numeric features' map
+(``feature_slopes.JointSlopes``) are one more parameter of the same steps:
+each batch's rows are mapped through them, and the held-out rows are
+scored and the final factor chosen on the mapped rows.
 """
 
 # Authors: The nwensemble developers
@@ -25,6 +30,8 @@ import time
 
 import numpy as np
 
+# The module, not its names: feature_slopes reads the solvers' row limits.
+from nwensemble._fit import feature_slopes
 from nwensemble._fit.config import SolverResult
 from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss, split_validation
 from nwensemble._fit.loo_loss import loo_loss_and_grad
@@ -63,6 +70,10 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     positive = np.flatnonzero(to_numpy(swt) > 0)
     n = positive.shape[0]
     batch = min(AUTO_BATCH if config.batch_size == "auto" else config.batch_size, n)
+    # With feature slopes, the slopes' knots on the training rows as they are.
+    slopes = None
+    if config.feature_slopes:
+        slopes = feature_slopes.JointSlopes.on(Xt, swt, xp=xp)
     # Many float64 rows: the losses in float32, W and Adam's state as they are.
     train = Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp, n_rows=n)
     val = loss_rows(*_subset(val, _VALIDATION_ROWS, rng=rng, xp=xp), xp=xp, n_rows=n)
@@ -71,17 +82,36 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
 
-    lr = _LEARNING_RATE * math.sqrt(float(np.mean(W0**2)))
-    m = xp.zeros_like(W)
-    v = xp.zeros_like(W)
+    # The parameters: W, then with slopes their logarithms. Each takes
+    # steps of _LEARNING_RATE relative to its scale: W's root-mean-square
+    # entry; a log-slope's step is a relative change of the slope.
+    params = [W] if slopes is None else [W, slopes.start()]
+    rates = [_LEARNING_RATE * math.sqrt(float(np.mean(W0**2))), _LEARNING_RATE]
+    m = [xp.zeros_like(a) for a in params]
+    v = [xp.zeros_like(a) for a in params]
     b1, b2 = _BETAS
+
+    def mapped(params, X):
+        return X if slopes is None else slopes.design(params[1], X)
+
     # early_stopping=False: no epoch is scored on the held-out rows (they
     # only set the scale below); the fit stops when the training loss stops
     # improving, as scikit-learn's MLP does, and keeps the last epoch.
     scored = config.hold_out.scored
+    Xm, Ym, swm = monitored
     monitor = EarlyStopping(
-        lambda W: (
-            heldout_loss(W, *monitored, *train, kernel=config.kernel, n_heads=n_heads)
+        lambda params: (
+            heldout_loss(
+                params[0],
+                mapped(params, Xm),
+                Ym,
+                swm,
+                mapped(params, Xt),
+                Yt,
+                swt,
+                kernel=config.kernel,
+                n_heads=n_heads,
+            )
             if scored
             else curve[-1]
         ),
@@ -89,7 +119,7 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
         tol=config.tol,
         noisy=True,
     )
-    monitor.start(W, score=False)
+    monitor.start(list(params), score=False)
     curve, n_steps, start = [], 0, time.perf_counter()
     workspace = {}
     at_max_iter = True
@@ -103,30 +133,36 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
             if idx.shape[0] < 2:
                 continue
             swb = xp.take(swt, idx, axis=0)
-            loss, grad = loo_loss_and_grad(
-                xp.astype(W, Xt.dtype),
-                Xt.take(idx),
-                xp.take(Yt, idx, axis=0),
-                swb / xp.sum(swb),
-                xp=xp,
-                n_heads=n_heads,
-                workspace=workspace,
-                loss_as_array=True,
+            rows = (Xt.take(idx), xp.take(Yt, idx, axis=0), swb / xp.sum(swb))
+            options = dict(
                 kernel=config.kernel,
+                n_heads=n_heads,
                 diversity=config.diversity,
+                workspace=workspace,
             )
-            grad = xp.astype(grad, W.dtype)
+            if slopes is None:
+                loss, grad = loo_loss_and_grad(
+                    xp.astype(W, Xt.dtype), *rows, xp=xp, loss_as_array=True, **options
+                )
+                grads = [grad]
+            else:
+                loss, *grads = slopes.loss_and_grads(params, *rows, **options)
             n_steps += 1
-            m = b1 * m + (1.0 - b1) * grad
-            v = b2 * v + (1.0 - b2) * grad * grad
-            m_hat = m / (1.0 - b1**n_steps)
-            v_hat = v / (1.0 - b2**n_steps)
-            W = W - lr * m_hat / (xp.sqrt(v_hat) + _EPS)
+            for k, grad in enumerate(grads):
+                grad = xp.astype(grad, params[k].dtype)
+                m[k] = b1 * m[k] + (1.0 - b1) * grad
+                v[k] = b2 * v[k] + (1.0 - b2) * grad * grad
+                m_hat = m[k] / (1.0 - b1**n_steps)
+                v_hat = v[k] / (1.0 - b2**n_steps)
+                params[k] = params[k] - rates[k] * m_hat / (xp.sqrt(v_hat) + _EPS)
+            if slopes is not None:
+                params[1] = slopes.bounded(params[1])
+            W = params[0]
             epoch_loss = loss if epoch_loss is None else epoch_loss + loss
             n_batches += 1
         epochs = epoch + 1
         curve.append(float(epoch_loss) / max(n_batches, 1))
-        stop = monitor.update(W)
+        stop = monitor.update(list(params))
         if config.verbose:
             elapsed = time.perf_counter() - start
             per_epoch = elapsed / epochs
@@ -145,16 +181,24 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
         if stop:
             at_max_iter = False
             break
+    best = monitor.best_theta if scored else params
     W = _calibrate_scale(
-        monitor.best_theta if scored else W,
-        val,
-        train,
+        best[0],
+        (mapped(best, val[0]), *val[1:]),
+        (mapped(best, Xt), Yt, swt),
         n_heads=n_heads,
         kernel=config.kernel,
     )
     W = to_numpy(W).astype(np.float64)
     return SolverResult(
-        W, epochs, n_steps, curve, at_max_iter, val_rows, width_chosen=True
+        W,
+        epochs,
+        n_steps,
+        curve,
+        at_max_iter,
+        val_rows,
+        width_chosen=True,
+        slopes=None if slopes is None else slopes.fitted(best[1]),
     )
 
 

@@ -152,6 +152,10 @@ class SolverResult:
         Whether the solver chose the heads' overall kernel width on the
         held-out rows itself (Adam's final factor), so that the readout
         keeps it.
+    slopes : FeatureSlopes or None
+        The feature slopes the solver learned together with ``W`` (Adam
+        with ``feature_slopes``), ``W`` then acting on the rows they map;
+        None where it learned none.
     """
 
     W: Any
@@ -162,3 +166,4 @@ class SolverResult:
     heldout: Any = None
     diversity: float = 0.0
     width_chosen: bool = False
+    slopes: Any = None

@@ -74,7 +74,7 @@ def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, rng, xp):
     if len(fits) == 1:
         return fits[0][0]
     losses = _heldout_losses(
-        [fit.W for fit, _ in fits], Xs, Ys, sw, fits[0][0].heldout, config, xp
+        [fit for fit, _ in fits], Xs, Ys, sw, fits[0][0].heldout, config, xp
     )
     chosen = int(np.argmin(losses))
     if config.verbose:
@@ -91,21 +91,29 @@ def solve_with_diversity(solve, config, W0, Xs, Ys, sw, *, rng, xp):
     return result
 
 
-def _heldout_losses(Ws, Xs, Ys, sw, heldout, config, xp):
-    """Every projection's loss on (at most ``_SCORED_ROWS`` of) the held-out
-    rows, predicted from the other rows."""
+def _heldout_losses(fits, Xs, Ys, sw, heldout, config, xp):
+    """Every fit's loss on (at most ``_SCORED_ROWS`` of) the held-out rows,
+    predicted from the other rows (through the fit's own feature slopes
+    where it learned some)."""
     held = np.zeros(Xs.shape[0], dtype=bool)
     held[heldout] = True
     step = math.ceil(heldout.shape[0] / _SCORED_ROWS)
     scored = take_rows(Xs, Ys, sw, heldout[::step], xp=xp)
     keys = take_rows(Xs, Ys, sw, np.flatnonzero(~held), xp=xp)
-    return [
-        heldout_loss(
-            xp.asarray(W, dtype=Xs.dtype, device=device(Ys)),
-            *scored,
-            *keys,
-            kernel=config.kernel,
-            n_heads=config.n_heads,
+    losses = []
+    for fit in fits:
+        mapped = [scored[0], keys[0]]
+        if fit.slopes is not None:
+            mapped = [fit.slopes.design(X) for X in mapped]
+        losses.append(
+            heldout_loss(
+                xp.asarray(fit.W, dtype=Xs.dtype, device=device(Ys)),
+                mapped[0],
+                *scored[1:],
+                mapped[1],
+                *keys[1:],
+                kernel=config.kernel,
+                n_heads=config.n_heads,
+            )
         )
-        for W in Ws
-    ]
+    return losses

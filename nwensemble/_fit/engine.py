@@ -152,9 +152,12 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
             rng.set_state(first_member.rng_state)
             slopes = first_member.slopes
         else:
+            # The first member learns the slopes (the later ones act on
+            # the rows they map).
+            learns_slopes = m == 0 and config.feature_slopes
             members.append(
                 _fit_member(
-                    config,
+                    config.replace(feature_slopes=learns_slopes),
                     _member_slice(previous, m, config),
                     features,
                     Xt,
@@ -164,8 +167,8 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
                     xp=xp,
                 )
             )
-            if m == 0 and config.feature_slopes:
-                members[0], slopes = _continued_with_slopes(
+            if learns_slopes:
+                members[0], slopes = _with_slopes(
                     config, members[0], Xt, Yt, swt, rng=rng, xp=xp
                 )
         if m == 0:
@@ -275,11 +278,13 @@ def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
     return fitted
 
 
-def _continued_with_slopes(config, fitted, Xt, Yt, swt, *, rng, xp):
-    """The first member continued with feature slopes (``feature_slopes``):
-    its ``SolverResult`` with the continued projection, and the
-    ``FeatureSlopes`` (the member as it was and None where there are too
-    few rows to fit them)."""
+def _with_slopes(config, fitted, Xt, Yt, swt, *, rng, xp):
+    """The first member with feature slopes (``feature_slopes``): its
+    ``SolverResult`` and the ``FeatureSlopes``, as the solver learned them
+    together with its projection (Adam), else continued from its fit (the
+    member as it was and None where there are too few rows to fit them)."""
+    if fitted.slopes is not None:
+        return fitted, fitted.slopes
     start = time.perf_counter()
     continued = continue_with_slopes(config, fitted, Xt, Yt, swt, rng=rng, xp=xp)
     if continued is None:

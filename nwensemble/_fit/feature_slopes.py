@@ -65,17 +65,17 @@ class FeatureSlopes:
     def ramps(self, N):
         """Per bin, the part of each value of ``N`` (n, p) in it (the first
         bin open below, the last above): a list of (n, p) arrays."""
+        return [self._ramp(N, b) for b in range(self.low.shape[1])]
+
+    def _ramp(self, N, b):
+        """Bin ``b``'s part of each value of ``N``."""
         xp, _ = namespace_of(self.low)
-        n_bins = self.low.shape[1]
-        out = []
-        for b in range(n_bins):
-            part = N - self.low[:, b]
-            if b > 0:
-                part = xp.maximum(part, xp.zeros_like(part))
-            if b < n_bins - 1:
-                part = xp.minimum(part, self.width[:, b])
-            out.append(part)
-        return out
+        part = N - self.low[:, b]
+        if b > 0:
+            part = xp.maximum(part, xp.zeros_like(part))
+        if b < self.low.shape[1] - 1:
+            part = xp.minimum(part, self.width[:, b])
+        return part
 
     def astype(self, dtype):
         """The same slopes in ``dtype``."""
@@ -85,8 +85,10 @@ class FeatureSlopes:
         )
 
     def apply(self, N):
-        """The mapped numeric block of ``N`` (n, p)."""
-        return _mapped(self.low[:, 0], self.ramps(N), self.slope)
+        """The mapped numeric block of ``N`` (n, p), one bin's ramp at a
+        time (at most two arrays of ``N``'s size besides it)."""
+        ramps = (self._ramp(N, b) for b in range(self.low.shape[1]))
+        return _mapped(self.low[:, 0], ramps, self.slope)
 
     def design(self, X):
         """The ``Design`` ``X`` with its numeric block mapped."""
@@ -101,7 +103,7 @@ def _mapped(start, ramps, slope):
     return out
 
 
-def _knots(N, sw, *, xp):
+def identity_slopes(N, sw, *, xp):
     """``FeatureSlopes`` at the identity (slopes 1), knots at the quantiles
     of the rows of positive weight of ``N``."""
     N_np = to_numpy(N).astype(np.float64)[to_numpy(sw) > 0]
@@ -131,7 +133,7 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     if train_rows is None:
         return None
     Xt, Yt, swt = take_rows(X, Y, sw, train_rows, xp=xp)
-    identity = _knots(Xt.numeric, swt, xp=xp)
+    identity = identity_slopes(Xt.numeric, swt, xp=xp)
     # The loss in the dtype the heads' own fits evaluate it in.
     n_rows = Xt.shape[0]
     Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp)
@@ -222,8 +224,20 @@ class SlopesObjective:
 
     def loss_and_grad(self, theta):
         """The loss and its gradient in ``theta`` (float64 NumPy)."""
+        loss, grad_W, grad_u = self.loss_and_grads(*self.split(theta))
+        return loss, np.concatenate(
+            [
+                to_numpy(grad_W).astype(np.float64).ravel(),
+                to_numpy(grad_u).astype(np.float64).ravel(),
+            ]
+        )
+
+    def loss_and_grads(self, W, slope, *, workspace=None, loss_as_array=False):
+        """The loss at the projection ``W`` and the slopes ``slope`` (arrays
+        of the rows' namespace, dtype and device), its gradient in ``W``
+        and in the log-slopes: what a step on the device needs, nothing
+        read back (the loss a 0-d array with ``loss_as_array``)."""
         xp, _ = namespace_of(self.Y)
-        W, slope = self.split(theta)
         X = self.mapped(self.X, slope, self.ramps)
         loss, G = loo_loss_and_grad_z(
             X.project(W),
@@ -233,16 +247,13 @@ class SlopesObjective:
             kernel=self.kernel,
             n_heads=self.n_heads,
             diversity=self.diversity,
+            workspace=workspace,
+            loss_as_array=loss_as_array,
         )
         # dloss / dN, then per bin the chain rule through exp.
         dN = G @ W[: X.numeric.shape[1], :].T
-        grad_u = xp.stack([xp.sum(dN * ramp, axis=0) for ramp in self.ramps], axis=1)
-        return float(loss), np.concatenate(
-            [
-                to_numpy(X.backproject(G)).astype(np.float64).ravel(),
-                to_numpy(grad_u * slope).astype(np.float64).ravel(),
-            ]
-        )
+        grad_s = xp.stack([xp.sum(dN * ramp, axis=0) for ramp in self.ramps], axis=1)
+        return loss, X.backproject(G), grad_s * slope
 
     def heldout_loss(self, theta, Xq, Yq, swq, ramps):
         """The weighted MSE of the rows ``Xq`` (``ramps``: their ramps at
@@ -258,6 +269,64 @@ class SlopesObjective:
             self.sw,
             kernel=self.kernel,
             n_heads=self.n_heads,
+        )
+
+
+class JointSlopes:
+    """Slopes learned together with the projection by a stochastic fit, as
+    one more parameter: their logarithms (p, bins), from 0 (the identity)
+    and kept within ``+-MAX_LOG_SLOPE``, at the knots of ``identity``
+    (``FeatureSlopes`` at slopes 1)."""
+
+    def __init__(self, identity):
+        self.identity = identity
+        self._at_dtype = {}
+
+    @classmethod
+    def on(cls, X, sw, *, xp):
+        """The slopes of the design ``X``'s numeric block, knots at the
+        quantiles of its rows of positive weight ``sw``; None without
+        numeric columns."""
+        if X.numeric.shape[1] == 0:
+            return None
+        return cls(identity_slopes(X.numeric, sw, xp=xp))
+
+    def start(self):
+        """The log-slopes of the identity, in the knots' dtype."""
+        xp, _ = namespace_of(self.identity.low)
+        return xp.zeros_like(self.identity.low)
+
+    def bounded(self, log_slope):
+        """``log_slope`` within ``+-MAX_LOG_SLOPE``."""
+        xp, _ = namespace_of(log_slope)
+        return xp.clip(log_slope, -MAX_LOG_SLOPE, MAX_LOG_SLOPE)
+
+    def fitted(self, log_slope):
+        """The ``FeatureSlopes`` at ``log_slope``."""
+        xp, _ = namespace_of(log_slope)
+        return dataclasses.replace(self.identity, slope=xp.exp(log_slope))
+
+    def design(self, log_slope, X):
+        """The design ``X`` mapped at ``log_slope``, in ``X``'s dtype."""
+        return self.fitted(log_slope).astype(X.dtype).design(X)
+
+    def loss_and_grads(self, params, X, Y, sw, **options):
+        """The heads' leave-one-out loss on the rows ``(X, Y, sw)`` at
+        ``params`` (the projection, the log-slopes) and its gradient in
+        each, in the rows' dtype, nothing read back (``options``:
+        ``SlopesObjective``'s keywords and ``workspace``)."""
+        xp, _ = namespace_of(Y)
+        W, log_slope = params
+        identity = self._at_dtype.get(X.dtype)
+        if identity is None:
+            identity = self._at_dtype[X.dtype] = self.identity.astype(X.dtype)
+        workspace = options.pop("workspace", None)
+        objective = SlopesObjective(identity, X, Y, sw, W.shape, **options)
+        return objective.loss_and_grads(
+            xp.astype(W, X.dtype),
+            xp.astype(xp.exp(log_slope), X.dtype),
+            workspace=workspace,
+            loss_as_array=True,
         )
 
 
