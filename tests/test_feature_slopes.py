@@ -244,3 +244,27 @@ def test_joint_slopes_gradient_is_the_objectives():
     u = np.array([[-3.0, -0.5, 0.0, 0.5, 3.0]])
     assert_allclose(joint.bounded(u), [[-MAX_LOG_SLOPE, -0.5, 0.0, 0.5, MAX_LOG_SLOPE]])
     assert JointSlopes.on(numbers_design(np.zeros((n, 0))), sw, xp=np) is None
+
+
+def test_only_the_first_member_learns_slopes(monkeypatch):
+    """With members fitted by Adam, the first learns the slopes and the
+    later ones fit on the rows they map, learning none of their own."""
+    calls = []
+    on = JointSlopes.on.__func__
+
+    def counted(cls, X, sw, *, xp):
+        calls.append(X.shape)
+        return on(cls, X, sw, xp=xp)
+
+    monkeypatch.setattr(JointSlopes, "on", classmethod(counted))
+    X, _, y = _steps(300, 7)
+    MultiHeadNWRegressor(
+        n_heads=1,
+        n_members=3,
+        solver="adam",
+        batch_size=64,
+        feature_slopes=True,
+        bvc_resamples=0,
+        random_state=0,
+    ).fit(X, y)
+    assert len(calls) == 1
