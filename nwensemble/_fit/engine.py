@@ -100,8 +100,9 @@ class FirstMember:
     rows, parameters and seed is the same member, drawn from the same
     random state, so such a fit can take it and go on from that state (as
     ``HeadAllocator`` does when it refits its choice with members). With
-    ``feature_slopes``, ``slopes`` holds the ``FeatureSlopes`` of the first
-    member's continuation, which every member then acts through."""
+    ``feature_slopes``, ``slopes`` holds the first member's
+    ``FeatureSlopes`` (learned within its fit or continued from it), which
+    every member then acts through."""
 
     solver: SolverResult
     rng_state: tuple
