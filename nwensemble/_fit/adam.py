@@ -121,7 +121,13 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     )
     monitor.start(list(params), score=False)
     curve, n_steps, start = [], 0, time.perf_counter()
-    workspace = {}
+    # The loss's settings and its buffers, the same for every step.
+    options = dict(
+        kernel=config.kernel,
+        n_heads=n_heads,
+        diversity=config.diversity,
+        workspace={},
+    )
     at_max_iter = True
     epochs = 0
     for epoch in range(config.max_iter):
@@ -134,12 +140,6 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
                 continue
             swb = xp.take(swt, idx, axis=0)
             rows = (Xt.take(idx), xp.take(Yt, idx, axis=0), swb / xp.sum(swb))
-            options = dict(
-                kernel=config.kernel,
-                n_heads=n_heads,
-                diversity=config.diversity,
-                workspace=workspace,
-            )
             if slopes is None:
                 loss, grad = loo_loss_and_grad(
                     xp.astype(W, Xt.dtype), *rows, xp=xp, loss_as_array=True, **options

@@ -102,15 +102,15 @@ def _heldout_losses(fits, Xs, Ys, sw, heldout, config, xp):
     keys = take_rows(Xs, Ys, sw, np.flatnonzero(~held), xp=xp)
     losses = []
     for fit in fits:
-        mapped = [scored[0], keys[0]]
+        Xq, Xk = scored[0], keys[0]
         if fit.slopes is not None:
-            mapped = [fit.slopes.design(X) for X in mapped]
+            Xq, Xk = fit.slopes.design(Xq), fit.slopes.design(Xk)
         losses.append(
             heldout_loss(
                 xp.asarray(fit.W, dtype=Xs.dtype, device=device(Ys)),
-                mapped[0],
+                Xq,
                 *scored[1:],
-                mapped[1],
+                Xk,
                 *keys[1:],
                 kernel=config.kernel,
                 n_heads=config.n_heads,

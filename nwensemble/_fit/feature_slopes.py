@@ -310,17 +310,16 @@ class JointSlopes:
         """The design ``X`` mapped at ``log_slope``, in ``X``'s dtype."""
         return self.fitted(log_slope).astype(X.dtype).design(X)
 
-    def loss_and_grads(self, params, X, Y, sw, **options):
+    def loss_and_grads(self, params, X, Y, sw, *, workspace=None, **options):
         """The heads' leave-one-out loss on the rows ``(X, Y, sw)`` at
         ``params`` (the projection, the log-slopes) and its gradient in
         each, in the rows' dtype, nothing read back (``options``:
-        ``SlopesObjective``'s keywords and ``workspace``)."""
+        ``SlopesObjective``'s keywords)."""
         xp, _ = namespace_of(Y)
         W, log_slope = params
         identity = self._at_dtype.get(X.dtype)
         if identity is None:
             identity = self._at_dtype[X.dtype] = self.identity.astype(X.dtype)
-        workspace = options.pop("workspace", None)
         objective = SlopesObjective(identity, X, Y, sw, W.shape, **options)
         return objective.loss_and_grads(
             xp.astype(W, X.dtype),
