@@ -31,6 +31,12 @@ Sections:
   and the host's threads held to one) and on the host's threads as a
   fit's evaluations may run (BLAS on one thread each,
   ``products_on_threads``). Nanoseconds per n x n entry.
+* ``slopes``: the feature slopes' map (``FeatureSlopes.apply``) and its
+  derivative in the slopes (``ramp_sums``), float32, 25 features in 8
+  bins, on a minibatch (1024 rows) and on ``--train-n`` x 4 rows (an
+  epoch's held-out score maps every training row): NumPy's path (a ramp
+  array per bin) against the compiled pass (``numba_slopes``), one
+  thread; microseconds per call and their ratio.
 * ``compile``: the kernels' first use in a fresh process, with an empty
   cache (cold: compiled) and with the cache that run left (warm: loaded);
   the first fit of a small model less its second fit.
@@ -43,7 +49,7 @@ an AVX2 machine, on an AVX-512 one. The CPU line
 says what the machine has.
 
 Run: ``python benchmarks/bench_compiled.py [--mode native|avx2]
-[--sections exp predict train compile] [--sizes 20000 50000]``
+[--sections exp predict train slopes compile] [--sizes 20000 50000]``
 """
 
 import argparse
@@ -293,6 +299,45 @@ def section_train(args):
         )
 
 
+def section_slopes(args):
+    from nwensemble._fit.feature_slopes import identity_slopes
+    from nwensemble._shared import numba_kernels as compiled
+
+    print("\n== the feature slopes' map and gradient, float32: microseconds")
+    rng = np.random.default_rng(0)
+    p = 25
+    for n in (1024, 4 * args.train_n):
+        N = rng.standard_normal((n, p)).astype(np.float32)
+        dN = rng.standard_normal((n, p)).astype(np.float32)
+        identity = identity_slopes(N, np.full(n, 1.0 / n, np.float32), xp=np)
+        slope = np.exp(rng.uniform(-1, 1, identity.low.shape)).astype(np.float32)
+        slopes = identity.with_slope(slope)
+        for label, fn in (
+            ("map", lambda: slopes.apply(N)),
+            ("gradient", lambda: slopes.ramp_sums(N, dN)),
+        ):
+
+            def run(flag, fn=fn):
+                def go():
+                    compiled.ENABLED = flag
+                    fn()
+
+                return go
+
+            runs = {"numpy": run(False), "compiled": run(True)}
+            for go in runs.values():
+                go()
+            times = alternate(runs, 20 * args.repeats)
+            compiled.ENABLED = True
+            us = {k: 1e6 * t for k, t in times.items()}
+            print(
+                f"  {label:<8} {n:>6} rows: NumPy path {us['numpy']:.0f}, "
+                f"compiled {us['compiled']:.0f} "
+                f"({us['numpy'] / us['compiled']:.1f}x)",
+                flush=True,
+            )
+
+
 def child_compile():
     """Seconds of a small model's first fit and predict less its second's."""
     from sklearn.datasets import make_friedman1
@@ -321,7 +366,9 @@ def section_compile(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sections", nargs="*", default=["exp", "predict", "train", "compile"]
+        "--sections",
+        nargs="*",
+        default=["exp", "predict", "train", "slopes", "compile"],
     )
     parser.add_argument("--sizes", nargs="*", type=int, default=[20_000, 50_000])
     parser.add_argument("--train-n", type=int, default=4096)
@@ -335,6 +382,8 @@ def main():
         section_predict(args, exp_rates)
     if "train" in args.sections:
         section_train(args)
+    if "slopes" in args.sections:
+        section_slopes(args)
     if "compile" in args.sections:
         section_compile(args)
 

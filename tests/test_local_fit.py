@@ -7,6 +7,7 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._fit import local_fit
 from nwensemble._fit.local_fit import (
     MAX_LINE_DIM,
     RIDGES,
@@ -16,6 +17,7 @@ from nwensemble._fit.local_fit import (
     choose_readout,
     local_ridges,
 )
+from nwensemble._fit.precision import FLOAT32_LOSS_ROWS
 from nwensemble._shared.kernels import resolve_kernel
 from nwensemble._shared.keys import Keys
 
@@ -66,6 +68,27 @@ def test_a_plane_chooses_a_free_line_and_noise_a_stiff_one():
     assert np.abs(choice.heads[0, :, 0] - plane).max() < 0.05 * np.ptp(plane)
     noise = rng.normal(size=300)
     assert choose_readout(_keys(Z, noise), rows, sw, "auto").readout.ridge >= 1.0
+
+
+def test_many_rows_take_the_sums_in_float32_and_choose_alike(monkeypatch):
+    """From as many float64 rows as the losses take in float32, so do the
+    statistics' sums; they come back in float64, with the keys' own rows as
+    the queries, and choose the readout the float64 sums choose."""
+    rng = np.random.default_rng(3)
+    n = FLOAT32_LOSS_ROWS
+    Z = rng.uniform(-3, 3, size=(n, 2))
+    y = 2.0 * Z[:, 0] - Z[:, 1] + 0.3 * rng.normal(size=n)
+    rows, sw = np.arange(n), np.full(n, 1.0 / n)
+    choice = choose_readout(_keys(Z, y), rows, sw, "auto")
+    monkeypatch.setattr(local_fit, "statistics_keys", lambda keys: keys)
+    exact = choose_readout(_keys(Z, y), rows, sw, "auto")
+    assert choice.readout.ridge == exact.readout.ridge
+    num, num64 = choice.sums.nums[0], exact.sums.nums[0]
+    assert num.dtype == np.float64 and choice.sums.queries[0].dtype == np.float64
+    np.testing.assert_array_equal(choice.sums.queries[0], Z)
+    assert not np.array_equal(num, num64)  # float32's rounding
+    np.testing.assert_allclose(num, num64, rtol=1e-4, atol=1e-6 * np.abs(num64).max())
+    np.testing.assert_allclose(choice.heads, exact.heads, rtol=0, atol=1e-4 * np.ptp(y))
 
 
 def test_only_the_scored_rows_count():

@@ -8,8 +8,11 @@ from sklearn.exceptions import ConvergenceWarning
 import nwensemble._fit.adam as adam
 import nwensemble._fit.lbfgs as lbfgs
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
-from nwensemble._fit.precision import FLOAT32_LOSS_ROWS, loss_rows
+from nwensemble._fit.precision import FLOAT32_LOSS_ROWS, loss_rows, statistics_keys
 from nwensemble._shared.design import numbers_design
+from nwensemble._shared.kernels import resolve_kernel
+from nwensemble._shared.keys import Keys
+from nwensemble._shared.readout import Readout, target_range
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,37 @@ def test_lbfgs_coarse_stage_evaluates_float32(monkeypatch):
         NWAttentionRegressor(solver="lbfgs", max_iter=3, random_state=0).fit(X, y)
     assert lbfgs.COARSE_SIZE in {rows for rows, _ in seen}
     assert {dtype for _, dtype in seen} == {"float32"}
+
+
+@pytest.mark.parametrize(
+    "n, dtype, expected",
+    [
+        (FLOAT32_LOSS_ROWS, np.float64, np.float32),
+        (FLOAT32_LOSS_ROWS - 1, np.float64, np.float64),
+        (FLOAT32_LOSS_ROWS, np.float32, np.float32),
+    ],
+)
+def test_many_float64_keys_take_float32_statistics(ns, n, dtype, expected):
+    """The leave-one-out statistics' keys: rows, targets, weights and the
+    readout's range in float32 from as many float64 keys as the losses."""
+    xp = ns.xp
+    rng = np.random.default_rng(0)
+    Y = ns.asarray(rng.normal(size=(n, 1)), dtype=dtype)
+    keys = Keys.of(
+        ns.asarray(rng.normal(size=(n, 2)), dtype=dtype),
+        Y,
+        ns.asarray(np.full(n, 1.0 / n), dtype=dtype),
+        kernel=resolve_kernel("softmax"),
+        n_heads=1,
+        readout=Readout(1.0, *target_range(Y, ns.asarray(np.ones(n)), xp=xp)),
+    )
+    taken = statistics_keys(keys)
+    want = xp.asarray(np.zeros(1, dtype=expected)).dtype
+    for a in (taken.Z, taken.Y, taken.log_sw, taken.readout.low, taken.readout.high):
+        assert a.dtype == want
+        ns.check_output(a)
+    if expected == dtype:
+        assert taken is keys
+    else:
+        got, was = ns.check_output(taken.Z), ns.check_output(keys.Z)
+        np.testing.assert_allclose(got, was, rtol=1e-7)

@@ -11,7 +11,11 @@ instead the fits with ``FLOAT32_LOSS_ROWS`` set to ``A`` and to ``B``
 folds of ``bench_accuracy.py`` (by patient, by time block, shuffled
 elsewhere), each of ``--models`` and each of ``--seeds``: mean test RMSE,
 its ratio (second variant / first) and the median fit time of each, the two
-variants fitted in turn on each fold. ``--evaluations`` times instead one
+variants fitted in turn on each fold. ``--statistics`` compares instead
+the leave-one-out statistics' attention sums (the readout's choice after
+the fit) taken in float64 with those taken in float32 from
+``FLOAT32_LOSS_ROWS`` keys on (``precision.statistics_keys``; every solver).
+``--evaluations`` times instead one
 training evaluation (leave-one-out loss and gradient of one softmax head,
 head_dim 8 and 16, one BLAS thread as in a fit) in float64 and in float32
 at each of ``--sizes`` rows, in turn, medians of ``--repeats``.
@@ -20,7 +24,7 @@ This is a measurement script: it patches private modules.
 
 Run: ``python benchmarks/levers/bench_loss_precision.py [--folds 5]
 [--models MultiHeadNW NWAttention ResidualStage] [--min-rows 5000]
-[--from-rows 2048 1024] [--seeds 0]``, ``python
+[--from-rows 2048 1024 | --statistics] [--seeds 0]``, ``python
 benchmarks/levers/bench_loss_precision.py --evaluations [--sizes 256 512 ...]``
 """
 
@@ -41,6 +45,7 @@ from _common import cpu_line, lever_runs  # noqa: E402
 from bench_accuracy import geo, numeric_sets  # noqa: E402
 
 import nwensemble._fit.adam as adam  # noqa: E402
+import nwensemble._fit.local_fit as local_fit  # noqa: E402
 import nwensemble._fit.precision as precision  # noqa: E402
 from nwensemble import (  # noqa: E402
     MultiHeadNWRegressor,
@@ -63,6 +68,14 @@ def float64(X, Y, sw, *, xp, n_rows=None):
 VARIANTS = {
     "float64": lambda: mock.patch.object(adam, "loss_rows", float64),
     "float32": contextlib.nullcontext,
+}
+
+
+STATISTICS_VARIANTS = {
+    "float64 sums": lambda: mock.patch.object(
+        local_fit, "statistics_keys", lambda keys: keys
+    ),
+    "float32 sums": contextlib.nullcontext,
 }
 
 
@@ -128,6 +141,11 @@ def main():
         metavar=("A", "B"),
         help="compare FLOAT32_LOSS_ROWS = A with B instead",
     )
+    parser.add_argument(
+        "--statistics",
+        action="store_true",
+        help="compare the leave-one-out statistics' sums in float64 and float32",
+    )
     parser.add_argument("--seeds", nargs="*", type=int, default=[0])
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     parser.add_argument(
@@ -145,10 +163,13 @@ def main():
     variants = VARIANTS
     if args.from_rows is not None:
         variants = from_rows_variants(*args.from_rows)
+    elif args.statistics:
+        variants = STATISTICS_VARIANTS
     first, second = variants
     print(cpu_line())
+    w = max(11, len(first) + 2, len(second) + 2)
     print(
-        f"{'set':<28}{'model':<15}{first:>11}{second:>11}{'ratio':>7}"
+        f"{'set':<28}{'model':<15}{first:>{w}}{second:>{w}}{'ratio':>7}"
         f"{'fit s':>8}{'fit s':>8}"
     )
     ratios, speed = {m: [] for m in args.models}, {m: [] for m in args.models}
@@ -166,7 +187,7 @@ def main():
         ratios[model_name].append(ratio)
         speed[model_name].append(fit_s[first] / fit_s[second])
         print(
-            f"{name:<28}{model_name:<15}{rmse[first]:>11.4g}{rmse[second]:>11.4g}"
+            f"{name:<28}{model_name:<15}{rmse[first]:>{w}.4g}{rmse[second]:>{w}.4g}"
             f"{ratio:>7.3f}{fit_s[first]:>8.2f}{fit_s[second]:>8.2f}",
             flush=True,
         )

@@ -34,6 +34,7 @@ from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z
 from nwensemble._fit.precision import loss_rows
 from nwensemble._fit.solvers import AUTO_ADAM_ROWS_HEADS
+from nwensemble._shared import numba_slopes
 from nwensemble._shared.backend import device, namespace_of, to_numpy
 from nwensemble._shared.rows import take_rows
 
@@ -62,11 +63,6 @@ class FeatureSlopes:
     width: Any
     slope: Any
 
-    def ramps(self, N):
-        """Per bin, the part of each value of ``N`` (n, p) in it (the first
-        bin open below, the last above): a list of (n, p) arrays."""
-        return [self._ramp(N, b) for b in range(self.low.shape[1])]
-
     def _ramp(self, N, b):
         """Bin ``b``'s part of each value of ``N``."""
         xp, _ = namespace_of(self.low)
@@ -85,10 +81,27 @@ class FeatureSlopes:
         )
 
     def apply(self, N):
-        """The mapped numeric block of ``N`` (n, p), one bin's ramp at a
-        time (at most two arrays of ``N``'s size besides it)."""
+        """The mapped numeric block of ``N`` (n, p): on the host in one
+        compiled pass (``numba_slopes``), else one bin's ramp at a time (at
+        most two arrays of ``N``'s size besides it)."""
+        xp, _ = namespace_of(N)
+        if numba_slopes.compiled(xp, N, self.low, self.width, self.slope):
+            return numba_slopes.piecewise_map(N, self.low, self.width, self.slope)
         ramps = (self._ramp(N, b) for b in range(self.low.shape[1]))
         return _mapped(self.low[:, 0], ramps, self.slope)
+
+    def ramp_sums(self, N, dN):
+        """``sum_i dN[i, j] ramp_b(N[i, j])`` (p, bins): the derivative of
+        ``sum(dN * apply(N))`` in each slope (see ``apply`` for the paths)."""
+        xp, _ = namespace_of(N)
+        if numba_slopes.compiled(xp, N, dN, self.low, self.width):
+            return numba_slopes.ramp_sums(N, dN, self.low, self.width)
+        bins = range(self.low.shape[1])
+        return xp.stack([xp.sum(dN * self._ramp(N, b), axis=0) for b in bins], axis=1)
+
+    def with_slope(self, slope):
+        """The same knots with the slopes ``slope``."""
+        return dataclasses.replace(self, slope=slope)
 
     def design(self, X):
         """The ``Design`` ``X`` with its numeric block mapped."""
@@ -162,10 +175,8 @@ def _minimised(objective, theta, heldout, config):
     ``+-MAX_LOG_SLOPE``: the iterate that predicts the ``heldout`` rows
     ``(X, Y, sw)`` best (stopped after ``config.n_iter_no_change``
     iterations without a gain)."""
-    # The held-out rows' ramps once: only the slopes change between calls.
-    ramps = objective.identity.ramps(heldout[0].numeric)
     monitor = EarlyStopping(
-        lambda theta: objective.heldout_loss(theta, *heldout, ramps),
+        lambda theta: objective.heldout_loss(theta, *heldout),
         patience=config.n_iter_no_change,
         tol=config.tol,
     )
@@ -204,7 +215,6 @@ class SlopesObjective:
         self.kernel = kernel
         self.n_heads = n_heads
         self.diversity = diversity
-        self.ramps = identity.ramps(X.numeric)
 
     def split(self, theta):
         """The projection and the slopes at ``theta``, in the rows'
@@ -216,10 +226,9 @@ class SlopesObjective:
         slope = np.exp(theta[n_w:].reshape(p, -1))
         return W, xp.asarray(slope, dtype=self.Y.dtype, device=dev)
 
-    def mapped(self, X, slope, ramps):
-        """The design ``X`` through the slopes ``slope`` (``ramps``: its
-        ramps at the knots)."""
-        numeric = _mapped(self.identity.low[:, 0], ramps, slope)
+    def mapped(self, X, slope):
+        """The design ``X`` through the slopes ``slope``."""
+        numeric = self.identity.with_slope(slope).apply(X.numeric)
         return dataclasses.replace(X, numeric=numeric)
 
     def loss_and_grad(self, theta):
@@ -238,7 +247,7 @@ class SlopesObjective:
         and in the log-slopes: what a step on the device needs, nothing
         read back (the loss a 0-d array with ``loss_as_array``)."""
         xp, _ = namespace_of(self.Y)
-        X = self.mapped(self.X, slope, self.ramps)
+        X = self.mapped(self.X, slope)
         loss, G = loo_loss_and_grad_z(
             X.project(W),
             self.Y,
@@ -252,19 +261,19 @@ class SlopesObjective:
         )
         # dloss / dN, then per bin the chain rule through exp.
         dN = G @ W[: X.numeric.shape[1], :].T
-        grad_s = xp.stack([xp.sum(dN * ramp, axis=0) for ramp in self.ramps], axis=1)
+        grad_s = self.identity.ramp_sums(self.X.numeric, dN)
         return loss, X.backproject(G), grad_s * slope
 
-    def heldout_loss(self, theta, Xq, Yq, swq, ramps):
-        """The weighted MSE of the rows ``Xq`` (``ramps``: their ramps at
-        the knots) predicted from the objective's rows at ``theta``."""
+    def heldout_loss(self, theta, Xq, Yq, swq):
+        """The weighted MSE of the rows ``Xq`` predicted from the
+        objective's rows at ``theta``."""
         W, slope = self.split(theta)
         return heldout_loss(
             W,
-            self.mapped(Xq, slope, ramps),
+            self.mapped(Xq, slope),
             Yq,
             swq,
-            self.mapped(self.X, slope, self.ramps),
+            self.mapped(self.X, slope),
             self.Y,
             self.sw,
             kernel=self.kernel,

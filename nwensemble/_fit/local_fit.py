@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from nwensemble._fit.precision import statistics_keys
 from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.readout import CONSTANT, Readout, target_range
 from nwensemble._shared.scaling import power_of_two_scale
@@ -176,8 +177,7 @@ def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
     """``choose_readout``'s choice among ``options`` for ``keys`` (already
     divided by ``width``)."""
     xp = keys.xp
-    probe = dataclasses.replace(keys, readout=options[0])
-    sums = probe.passes().head_sums(None, loo_rows=rows)
+    sums = _loo_sums(dataclasses.replace(keys, readout=options[0]), rows)
     nums, queries = sums.nums, sums.queries
     Y_rows = xp.take(keys.Y, rows, axis=0)
     t = Y_rows.shape[1]
@@ -228,6 +228,24 @@ def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
         sums if line else None,
         width,
         error,
+    )
+
+
+def _loo_sums(keys, rows):
+    """The attention's sums of ``keys``' readout columns for the training
+    ``rows`` left out one at a time (``passes.HeadSums``), taken in the
+    statistics' precision (``precision.statistics_keys``) and returned in
+    the keys' dtype, with the keys' own coordinates as the queries."""
+    taken = statistics_keys(keys)
+    sums = taken.passes().head_sums(None, loo_rows=rows)
+    if taken is keys:
+        return sums
+    xp, d = keys.xp, keys.head_dim
+    Q = xp.take(keys.Z, rows, axis=0)
+    return dataclasses.replace(
+        sums,
+        nums=[xp.astype(num, keys.Z.dtype) for num in sums.nums],
+        queries=[Q[:, h * d : (h + 1) * d] for h in range(keys.n_heads)],
     )
 
 

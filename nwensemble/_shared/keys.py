@@ -95,6 +95,24 @@ class Keys:
         ``Kernel.searchable``)."""
         return self.kernel.searchable(self)
 
+    def astype(self, dtype):
+        """These keys in ``dtype`` (rows, targets, weights and the readouts'
+        ranges); no search index."""
+        xp = self.xp
+        readout = self.readout
+        if isinstance(readout, tuple):
+            readout = tuple(r.astype(dtype, xp=xp) for r in readout)
+        else:
+            readout = readout.astype(dtype, xp=xp)
+        return Keys(
+            xp.astype(self.Z, dtype),
+            xp.astype(self.Y, dtype),
+            xp.astype(self.log_sw, dtype),
+            self.kernel,
+            self.n_heads,
+            readout=readout,
+        )
+
     def take(self, rows, *, Y=None, log_sw=None, readout=None):
         """The keys of ``rows`` (an integer array of the namespace), with
         other targets ``Y``, log weights ``log_sw`` or ``readout`` for them

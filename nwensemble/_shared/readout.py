@@ -63,6 +63,14 @@ class Readout:
         """Whether the readout is the weighted mean."""
         return math.isinf(self.ridge)
 
+    def astype(self, dtype, *, xp):
+        """This readout with its targets' range in ``dtype``."""
+        if self.low is None:
+            return self
+        return Readout(
+            self.ridge, xp.astype(self.low, dtype), xp.astype(self.high, dtype)
+        )
+
     # ------------------------------------------------------------ pass side
     def columns(self, Y, Zh, *, xp):
         """The key-side columns (n, k) whose attention-weighted sums the
