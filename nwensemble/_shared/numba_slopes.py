@@ -46,7 +46,8 @@ def piecewise_map(N, low, width, slope):
 def ramp_sums(N, dN, low, width):
     """``sum_i dN[i, j] ramp_b(N[i, j])`` (p, bins), the ramps those of
     ``piecewise_map`` (the map's derivative in ``slope[j, b]``); summed in
-    float64, returned in ``N``'s dtype."""
+    float64, returned in ``N``'s dtype. ``N`` holds no NaN (a fit's rows,
+    their missing values filled)."""
     sums = np.zeros(low.shape[::-1], dtype=np.float64)
     _ramp_sums(N, dN, *(np.ascontiguousarray(a.T) for a in (low, width)), sums)
     return sums.T.astype(N.dtype)
