@@ -116,3 +116,25 @@ def test_many_float64_keys_take_float32_statistics(ns, n, dtype, expected):
     else:
         got, was = ns.check_output(taken.Z), ns.check_output(keys.Z)
         np.testing.assert_allclose(got, was, rtol=1e-7)
+
+
+def test_statistics_keys_cast_every_heads_readout():
+    """Members with different ridges read one readout per head: each
+    readout's range is cast with the keys."""
+    rng = np.random.default_rng(1)
+    n = FLOAT32_LOSS_ROWS
+    Y = rng.normal(size=(n, 1))
+    low, high = target_range(Y, np.ones(n), xp=np)
+    keys = Keys.of(
+        rng.normal(size=(n, 4)),
+        Y,
+        np.full(n, 1.0 / n),
+        kernel=resolve_kernel("softmax"),
+        n_heads=2,
+        readout=(Readout(0.1, low, high), Readout(1.0, low, high)),
+    )
+    taken = statistics_keys(keys)
+    assert [r.ridge for r in taken.readout] == [0.1, 1.0]
+    for r in taken.readout:
+        assert r.low.dtype == r.high.dtype == np.float32
+    assert taken.Z.dtype == taken.Y.dtype == taken.log_sw.dtype == np.float32
