@@ -9,7 +9,8 @@ the default's).
 A script builds its command line with ``parser(__doc__, VARIANTS)``,
 adds its own options, and hands it to ``main`` with ``predictions(X, y,
 X_test, seed, args)``, which returns ``{name: (test predictions, fit
-seconds)}`` for ``'default'`` and each of ``args.variants``.
+seconds)}`` for ``'default'`` and each of ``args.variants`` (``start_under``
+gives that for variants that patch the recommended start).
 """
 
 import argparse
@@ -29,12 +30,27 @@ import bench_interactions  # noqa: E402
 from _common import cpu_line  # noqa: E402
 from bench_accuracy import geo, numeric_sets  # noqa: E402
 
+from nwensemble import ResidualStageRegressor  # noqa: E402
+
 
 def fit_quietly(model, *args, **kwargs):
     """``model.fit(*args, **kwargs)`` with warnings silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return model.fit(*args, **kwargs)
+
+
+def start_under(patches, X, y, X_test, seed, names):
+    """``predictions``' answer for the recommended start fitted once per
+    name of ``names``, under the context ``patches(name)``: ``{name: (test
+    predictions, fit seconds)}``."""
+    out = {}
+    for name in names:
+        with patches(name):
+            start = time.perf_counter()
+            model = fit_quietly(ResidualStageRegressor(random_state=seed), X, y)
+            out[name] = (model.predict(X_test), time.perf_counter() - start)
+    return out
 
 
 def _rmse(prediction, target):

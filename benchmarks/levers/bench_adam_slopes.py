@@ -16,13 +16,11 @@ problems onto Adam's side of the switch. Run:
 import contextlib
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _variant_table as table  # noqa: E402
 
-from nwensemble import ResidualStageRegressor  # noqa: E402
 from nwensemble._fit.feature_slopes import JointSlopes  # noqa: E402
 
 VARIANTS = ["continued after Adam"]
@@ -39,15 +37,15 @@ def _continued_after_adam():
         JointSlopes.on = on
 
 
+def _patches(name):
+    """The variant's patch, as a context."""
+    return _continued_after_adam() if name != "default" else contextlib.nullcontext()
+
+
 def predictions(X, y, X_test, seed, args):
     """Test predictions and fit seconds of the default and the variant."""
-    out = {}
-    for name in ["default", *args.variants]:
-        with _continued_after_adam() if name != "default" else contextlib.nullcontext():
-            start = time.perf_counter()
-            model = table.fit_quietly(ResidualStageRegressor(random_state=seed), X, y)
-            out[name] = (model.predict(X_test), time.perf_counter() - start)
-    return out
+    names = ["default", *args.variants]
+    return table.start_under(_patches, X, y, X_test, seed, names)
 
 
 def main():

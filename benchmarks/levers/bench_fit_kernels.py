@@ -17,14 +17,12 @@ lines are ``_variant_table.py``'s. Run:
 import contextlib
 import os
 import sys
-import time
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _variant_table as table  # noqa: E402
 
-from nwensemble import ResidualStageRegressor  # noqa: E402
 from nwensemble._fit import local_fit  # noqa: E402
 from nwensemble._shared import numba_slopes  # noqa: E402
 
@@ -47,13 +45,8 @@ def _patches(name):
 
 def predictions(X, y, X_test, seed, args):
     """Test predictions and fit seconds of the default and the variants."""
-    out = {}
-    for name in ["default", *args.variants]:
-        with _patches(name):
-            start = time.perf_counter()
-            model = table.fit_quietly(ResidualStageRegressor(random_state=seed), X, y)
-            out[name] = (model.predict(X_test), time.perf_counter() - start)
-    return out
+    names = ["default", *args.variants]
+    return table.start_under(_patches, X, y, X_test, seed, names)
 
 
 def main():

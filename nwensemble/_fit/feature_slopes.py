@@ -313,11 +313,19 @@ class JointSlopes:
     def fitted(self, log_slope):
         """The ``FeatureSlopes`` at ``log_slope``."""
         xp, _ = namespace_of(log_slope)
-        return dataclasses.replace(self.identity, slope=xp.exp(log_slope))
+        return self.identity.with_slope(xp.exp(log_slope))
 
     def design(self, log_slope, X):
         """The design ``X`` mapped at ``log_slope``, in ``X``'s dtype."""
-        return self.fitted(log_slope).astype(X.dtype).design(X)
+        slope = _slope_in(log_slope, X.dtype)
+        return self._identity_in(X.dtype).with_slope(slope).design(X)
+
+    def _identity_in(self, dtype):
+        """``identity`` in ``dtype``, cast once per dtype."""
+        identity = self._at_dtype.get(dtype)
+        if identity is None:
+            identity = self._at_dtype[dtype] = self.identity.astype(dtype)
+        return identity
 
     def loss_and_grads(self, params, X, Y, sw, *, workspace=None, **options):
         """The heads' leave-one-out loss on the rows ``(X, Y, sw)`` at
@@ -326,16 +334,20 @@ class JointSlopes:
         ``SlopesObjective``'s keywords)."""
         xp, _ = namespace_of(Y)
         W, log_slope = params
-        identity = self._at_dtype.get(X.dtype)
-        if identity is None:
-            identity = self._at_dtype[X.dtype] = self.identity.astype(X.dtype)
+        identity = self._identity_in(X.dtype)
         objective = SlopesObjective(identity, X, Y, sw, W.shape, **options)
         return objective.loss_and_grads(
             xp.astype(W, X.dtype),
-            xp.astype(xp.exp(log_slope), X.dtype),
+            _slope_in(log_slope, X.dtype),
             workspace=workspace,
             loss_as_array=True,
         )
+
+
+def _slope_in(log_slope, dtype):
+    """The slopes at ``log_slope`` in ``dtype``."""
+    xp, _ = namespace_of(log_slope)
+    return xp.astype(xp.exp(log_slope), dtype)
 
 
 def _rows(heldout, sw, *, rng):
