@@ -9,8 +9,8 @@ the default's).
 A script builds its command line with ``parser(__doc__, VARIANTS)``,
 adds its own options, and hands it to ``main`` with ``predictions(X, y,
 X_test, seed, args)``, which returns ``{name: (test predictions, fit
-seconds)}`` for ``'default'`` and each of ``args.variants`` (``start_under``
-gives that for variants that patch the recommended start).
+seconds)}`` for ``'default'`` and each of ``args.variants`` (``main_patched``
+does all this for variants that patch the recommended start).
 """
 
 import argparse
@@ -38,6 +38,18 @@ def fit_quietly(model, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return model.fit(*args, **kwargs)
+
+
+def main_patched(doc, variants, patches):
+    """``main`` for a script whose variants patch the recommended start:
+    ``patches(name)`` is the context a variant's fit runs under (see
+    ``start_under``)."""
+
+    def predictions(X, y, X_test, seed, args):
+        names = ["default", *args.variants]
+        return start_under(patches, X, y, X_test, seed, names)
+
+    main(parser(doc, variants), predictions)
 
 
 def start_under(patches, X, y, X_test, seed, names):

@@ -43,14 +43,8 @@ def _patches(name):
     return stack
 
 
-def predictions(X, y, X_test, seed, args):
-    """Test predictions and fit seconds of the default and the variants."""
-    names = ["default", *args.variants]
-    return table.start_under(_patches, X, y, X_test, seed, names)
-
-
 def main():
-    table.main(table.parser(__doc__, VARIANTS), predictions)
+    table.main_patched(__doc__, VARIANTS, _patches)
 
 
 if __name__ == "__main__":
