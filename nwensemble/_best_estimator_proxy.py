@@ -19,7 +19,7 @@ FORWARDED_ATTRIBUTES = (
     "components_ hdi_ bvc_decomposition_ head_weights_ head_correlation_ "
     "subspace_similarity_ principal_angles_ diversity_ loo_prediction_ "
     "calibration_rows_ calibration_residuals_ n_support_fallback_ "
-    "duplicate_weight_ local_ridge_ is_categorical_ categories_ "
+    "duplicate_weight_ local_fit_ local_ridge_ is_categorical_ categories_ "
     "infrequent_categories_ embeddings_ missing_embeddings_ n_iter_ n_fev_ "
     "loss_curve_ classes_ class_prior_ prior_weight_ loo_proba_ "
     "calibration_scores_"

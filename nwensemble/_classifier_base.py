@@ -28,7 +28,12 @@ from nwensemble._shared.backend import device, namespace_of, to_numpy
 # What the regressors report that has no meaning over class labels: the
 # readout is always the weighted mean, and the leave-one-out estimates and
 # their residuals are reported as probabilities and scores instead.
-_REGRESSION_ONLY = ("local_ridge_", "loo_prediction_", "calibration_residuals_")
+_REGRESSION_ONLY = (
+    "local_fit_",
+    "local_ridge_",
+    "loo_prediction_",
+    "calibration_residuals_",
+)
 
 
 class BaseNWClassifier(ClassifierMixin, BaseNW):

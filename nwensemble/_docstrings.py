@@ -133,7 +133,7 @@ duplicate_weight : 'auto' or float in [0, 1], default='auto'
     With the blend on, the projections are learned on the rows with their
     copies merged (leave-one-out leaves a record out with its copies).""",
     "local_fit": """\
-local_fit : {'auto', 'linear', 'constant'}, default='auto'
+local_fit : {'auto', 'linear', 'quadratic', 'constant'}, default='auto'
     How each head reads its estimate out of its attention weights.
     ``'constant'``: their weighted mean of the training targets (the
     Nadaraya-Watson estimate, softmax attention's output). ``'linear'``:
@@ -144,18 +144,23 @@ local_fit : {'auto', 'linear', 'constant'}, default='auto'
     directions); its ridge, relative to the neighbourhood's spread, is
     chosen from a grid of decades by the leave-one-out error of the
     training rows after the fit, and every head's estimate is clipped to
-    the training targets' range. ``'auto'``: the weighted mean is one more
-    candidate of that choice; a compact kernel keeps the weighted mean
-    (its radius search serves only that), and so do heads of more than 32
-    dimensions (a line's sums grow as ``head_dim ** 2`` per training row)
-    and, unless rows held out of the fit score the choice, tables with
-    categorical features or missing values (rows of one level share its
-    embedding exactly; see the user guide). Where held-out rows score it
-    (early stopping, L-BFGS), the lines are also tried through kernels 2, 4
-    and 8 times wider than the fitted one, and the chosen factor divides
-    the projections (``components_``); Adam keeps the width its own final
+    the training targets' range. ``'quadratic'``: the same fit with each
+    coordinate's square beside it (a parabola along every direction of the
+    subspace, no cross terms), which also follows the target's curvature
+    across the neighbourhood. ``'auto'``: the quadratics, the lines and
+    the weighted mean are the candidates of that choice; a compact kernel
+    keeps the weighted mean (its radius search serves only that), and so
+    do heads of more than 32 dimensions (a line's sums grow as ``head_dim
+    ** 2`` per training row; the quadratics are tried up to 16) and, unless
+    rows held out of the fit score the choice, tables with categorical
+    features or missing values (rows of one level share its embedding
+    exactly; see the user guide). Where held-out rows score it (early
+    stopping, L-BFGS), the fits are also tried through kernels 2, 4 and 8
+    times wider than the fitted one, and the chosen factor divides the
+    projections (``components_``); Adam keeps the width its own final
     factor chose on those rows. The projections are learned for the
-    weighted mean either way; ``local_ridge_`` is the ridge chosen.""",
+    weighted mean either way; ``local_ridge_`` is the ridge chosen and
+    ``local_fit_`` the kind.""",
     "feature_slopes": """\
 feature_slopes : bool, default=False
     Whether each numeric feature (after ``standardize``'s map) also goes
@@ -223,10 +228,14 @@ missing_embeddings_ : array of shape (n_heads, head_dim, `n_features_in_`) or No
     value is first filled): zero for features without missing values in
     training and for categorical ones. None without a table.""",
     "regression_attributes": """\
+local_fit_ : {'constant', 'linear', 'quadratic'}
+    The heads' readout chosen (see ``local_fit``): the weighted mean, local
+    lines or local quadratics, one kind for every head.
+
 local_ridge_ : float or ndarray of shape (n_members * n_heads,)
-    The ridge of the heads' local-linear fits (see ``local_fit``), ``inf``
-    when they read the weighted mean; one per head when a fit's members
-    (``n_members``) chose different ones.
+    The ridge of the heads' local-linear or local-quadratic fits (see
+    ``local_fit``), ``inf`` when they read the weighted mean; one per head
+    when a fit's members (``n_members``) chose different ones.
 
 loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
     The exact leave-one-out predictions of the training rows (each row

@@ -6,7 +6,7 @@ features and missing values (the levels seen, where the heads put them)."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from nwensemble._fit.local_fit import local_ridges
+from nwensemble._fit.local_fit import local_fit_kind, local_ridges
 from nwensemble._shared.backend import device, namespace_of
 
 
@@ -30,6 +30,7 @@ def fitted_attributes(fitted, predictor, loo, *, single_head):
         n_fev_=fitted.solver.n_fev,
         loss_curve_=fitted.solver.loss_curve,
         duplicate_weight_=combination.duplicate_weight,
+        local_fit_=local_fit_kind(fitted.keys.readout),
         local_ridge_=local_ridges(fitted.keys.readout),
         loo_prediction_=predictor.output(loo),
         calibration_rows_=predictor.to_model(calibration.rows[calibration.calibration]),

@@ -159,14 +159,15 @@ class HeadAllocator(ChosenModelMixin, RegressorMixin, BaseEstimator):
         ``subspace_similarity_``, ``principal_angles_``, ``diversity_``,
         ``loo_prediction_``, ``calibration_rows_``,
         ``calibration_residuals_``, ``n_support_fallback_``,
-        ``duplicate_weight_``, ``local_ridge_``, ``is_categorical_``,
-        ``categories_``, ``infrequent_categories_``, ``embeddings_``,
-        ``missing_embeddings_``, ``n_iter_``, ``n_fev_`` and
-        ``loss_curve_``; for a classifier (which also gives
+        ``duplicate_weight_``, ``local_fit_``, ``local_ridge_``,
+        ``is_categorical_``, ``categories_``, ``infrequent_categories_``,
+        ``embeddings_``, ``missing_embeddings_``, ``n_iter_``, ``n_fev_``
+        and ``loss_curve_``; for a classifier (which also gives
         ``predict_proba``, ``predict_log_proba`` and ``predict_set``)
         ``classes_``, ``class_prior_``, ``prior_weight_``, ``loo_proba_``
         and ``calibration_scores_`` in place of the leave-one-out
-        predictions, their residuals and ``local_ridge_``.
+        predictions, their residuals, ``local_fit_`` and
+        ``local_ridge_``.
 
     best_index_ : int
         Row of the chosen allocation in ``cv_results_``.

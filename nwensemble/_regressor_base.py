@@ -23,7 +23,7 @@ class BaseNWRegressor(RegressorMixin, BaseNW):
 
     _parameter_constraints: dict = {
         **BaseNW._parameter_constraints,
-        "local_fit": [StrOptions({"auto", "linear", "constant"})],
+        "local_fit": [StrOptions({"auto", "linear", "quadratic", "constant"})],
         "feature_slopes": ["boolean"],
     }
 

@@ -16,6 +16,8 @@ that hold rows out for early stopping or read lines were recorded again when
 kernel width came to be chosen on them (issue 32). ``nwa_softmax_f32`` was
 recorded again when the starting scales came to be searched in float64
 (issue 69: its float32 search ended elsewhere under an AVX2 BLAS kernel).
+``mh_early_stopping`` was recorded again when ``local_fit='auto'`` came to
+offer local quadratics (issue 66: it reads them).
 All fits run on one BLAS thread: two threads may sum in another order.
 """
 

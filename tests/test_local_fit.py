@@ -12,7 +12,9 @@ from nwensemble._fit.local_fit import (
     MAX_LINE_DIM,
     RIDGES,
     WIDER,
-    _per_group_choice,
+    _decide,
+    _picks,
+    _Scoring,
     candidates,
     choose_readout,
     local_ridges,
@@ -37,7 +39,16 @@ def test_candidates_follow_local_fit_and_kernel():
     keys = _keys(rng.normal(size=(20, 2)), rng.normal(size=20))
     assert [c.ridge for c in candidates("constant", keys)] == [math.inf]
     assert [c.ridge for c in candidates("linear", keys)] == list(RIDGES)
-    assert [c.ridge for c in candidates("auto", keys)] == [*RIDGES, math.inf]
+    auto = candidates("auto", keys)
+    assert [c.ridge for c in auto] == [*RIDGES, *RIDGES, math.inf]
+    # Local quadratics first (their sums hold every other option's).
+    assert [c.squares for c in auto] == [True] * len(RIDGES) + [False] * (
+        len(RIDGES) + 1
+    )
+    assert not any(c.squares for c in candidates("linear", keys))
+    quadratic = candidates("quadratic", keys)
+    assert [c.ridge for c in quadratic] == list(RIDGES)
+    assert all(c.squares for c in quadratic)
     compact = _keys(keys.Z, rng.normal(size=20), kernel="epanechnikov")
     assert [c.ridge for c in candidates("auto", compact)] == [math.inf]
     assert [c.ridge for c in candidates("linear", compact)] == list(RIDGES)
@@ -49,6 +60,11 @@ def test_auto_keeps_the_mean_for_wide_heads():
     at_limit = _keys(rng.normal(size=(20, MAX_LINE_DIM)), y)
     wide = _keys(rng.normal(size=(20, MAX_LINE_DIM + 1)), y)
     assert len(candidates("auto", at_limit)) == len(RIDGES) + 1
+    # A quadratic's design is twice the head's width.
+    half = _keys(rng.normal(size=(20, MAX_LINE_DIM // 2)), y)
+    over_half = _keys(rng.normal(size=(20, MAX_LINE_DIM // 2 + 1)), y)
+    assert sum(c.squares for c in candidates("auto", half)) == len(RIDGES)
+    assert not any(c.squares for c in candidates("auto", over_half))
     assert [c.ridge for c in candidates("auto", wide)] == [math.inf]
     assert [c.ridge for c in candidates("linear", wide)] == list(RIDGES)
 
@@ -137,17 +153,87 @@ def test_members_are_scored_each_on_its_own_rows():
     assert np.all(local_ridges(both.readout) == ridges)
 
 
-def test_members_read_the_mean_together_or_lines_each():
+def _scoring(n, n_groups):
+    """A ``_Scoring`` of ``n`` rows of equal weight, each scoring every one
+    of ``n_groups`` groups of one head."""
+    rng = np.random.default_rng(0)
+    keys = Keys.of(
+        rng.normal(size=(n, n_groups)),
+        rng.normal(size=(n, 1)),
+        np.full(n, 1.0 / n),
+        kernel=resolve_kernel("softmax"),
+        n_heads=n_groups,
+    )
+    return _Scoring(keys, np.arange(n), np.full(n, 1.0 / n), [None] * n_groups)
+
+
+def _choice(errors, kinds):
+    """The options chosen where every row of a group has its option's
+    error (no spread between rows, so any gain is beyond the noise)."""
+    scoring = _scoring(4, errors.shape[1])
+    squares = [[np.full(4, e) for e in row] for row in errors]
+    return _decide(_picks(kinds, scoring, squares, 1), scoring).options
+
+
+def test_members_read_one_kind_together():
     """Several members read the weighted mean all together, where it does
-    no worse in total than each member's best line, or lines each."""
-    constant = [False, False, True]
-    assert _per_group_choice(
-        np.array([[1.0, 2.0], [2.0, 1.0], [2.5, 2.5]]), constant
-    ) == [0, 1]
-    assert _per_group_choice(
-        np.array([[1.0, 3.0], [2.0, 2.5], [1.5, 2.0]]), constant
-    ) == [2, 2]
-    assert _per_group_choice(np.array([[3.0], [2.0], [1.0]]), constant) == [2]
+    no worse in total than each member's best line, or lines each; a
+    quadratic each where the members' best quadratics do better in total
+    than their best lines (the passes read one layout of sums)."""
+    kinds = [1, 1, 0]  # two lines and the mean
+    assert _choice(np.array([[1.0, 2.0], [2.0, 1.0], [2.5, 2.5]]), kinds) == [0, 1]
+    assert _choice(np.array([[1.0, 3.0], [2.0, 2.5], [1.5, 2.0]]), kinds) == [2, 2]
+    assert _choice(np.array([[3.0], [2.0], [1.0]]), kinds) == [2]
+    kinds = [2, 2, 1, 1, 0]  # two quadratics, two lines, the mean
+    errors = np.array([[0.5, 3.0], [3.0, 2.9], [1.0, 2.0], [2.0, 1.0], [2.5, 2.5]])
+    # The members' best quadratics total 3.4, their best lines 2.0.
+    assert _choice(errors, kinds) == [2, 3]
+    errors[1, 1] = 1.2  # now 1.7
+    assert _choice(errors, kinds) == [0, 1]
+    # One member alone takes its best option of any kind.
+    assert _choice(errors[:, :1], kinds) == [0]
+
+
+def test_a_quadratic_must_beat_the_lines_by_a_standard_error():
+    """The quadratic is taken over the line only where its paired difference
+    over the scoring rows is more than one standard error below zero; a
+    gain within the rows' noise keeps the line."""
+    rng = np.random.default_rng(11)
+    n = 200
+    scoring = _scoring(n, 1)
+    line = rng.exponential(size=n)
+    kinds = [2, 1, 0]
+    noise = rng.normal(scale=0.5, size=n)  # a standard error of about 0.035
+    for shift, kind in [(-0.2, 2), (-0.02, 1)]:
+        quadratic = line + shift + noise - noise.mean()
+        squares = [[quadratic], [line], [line + 1.0]]
+        errors = scoring.errors(squares)
+        assert errors[0, 0] < errors[1, 0]  # the quadratic's error is lower
+        difference, error = scoring.paired_difference([quadratic], [line])
+        assert difference == pytest.approx(errors[0, 0] - errors[1, 0])
+        assert error == pytest.approx(np.std(quadratic - line) / np.sqrt(n), rel=1e-9)
+        pick = _decide(_picks(kinds, scoring, squares, 1), scoring)
+        assert kinds[pick.options[0]] == kind
+
+
+def test_a_quadratic_at_a_wider_kernel_must_beat_the_best_line_of_any_width():
+    """The rule holds across widths: a quadratic read through a wider kernel
+    is compared with the best line or mean of every width."""
+    rng = np.random.default_rng(12)
+    n = 200
+    scoring = _scoring(n, 1)
+    line = rng.exponential(size=n)
+    noise = rng.normal(scale=0.5, size=n)
+    quadratic = line - 0.01 + noise - noise.mean()  # within the noise
+    kinds = [2, 1, 0]
+    fitted = _picks(kinds, scoring, [[line + 0.3], [line], [line + 1.0]], 1)
+    wider = _picks(kinds, scoring, [[quadratic], [line + 0.2], [line + 1.0]], 2)
+    pick = _decide(fitted + wider, scoring)
+    assert (pick.width, pick.family) == (1, 1)
+    # Where it gains beyond the noise, the quadratic at the wider kernel.
+    wider = _picks(kinds, scoring, [[line - 0.3], [line + 0.2], [line + 1.0]], 2)
+    pick = _decide(fitted + wider, scoring)
+    assert (pick.width, pick.family) == (2, 2)
 
 
 @pytest.mark.parametrize("Estimator", [NWAttentionRegressor, MultiHeadNWRegressor])
@@ -167,6 +253,36 @@ def test_local_ridge_reports_the_readout(Estimator):
     yq = 4.0 * Xq[:, 0] + np.sin(3 * Xq[:, 1])
     errors = [np.mean((m.predict(Xq) - yq) ** 2) for m in (constant, linear)]
     assert errors[1] < 0.8 * errors[0]
+    assert (constant.local_fit_, linear.local_fit_) == ("constant", "linear")
+
+
+@pytest.mark.parametrize("Estimator", [NWAttentionRegressor, MultiHeadNWRegressor])
+def test_auto_takes_a_quadratic_where_the_target_curves(Estimator):
+    """A target that curves across the neighbourhood (a parabola along each
+    feature, little noise): scored on held-out rows, ``'auto'`` reads
+    quadratics, which predict it far better than the lines; on a noisy
+    plane it keeps a line or the mean."""
+    rng = np.random.default_rng(13)
+    X = rng.uniform(-1, 1, size=(600, 2))
+    Xq = rng.uniform(-0.9, 0.9, size=(400, 2))
+
+    def f(P):
+        return 3.0 * P[:, 0] ** 2 - 2.0 * P[:, 1] ** 2
+
+    kw = dict(max_iter=20, early_stopping=True, random_state=0)
+    if Estimator is MultiHeadNWRegressor:
+        # Members, each scored on its own held-out rows.
+        kw.update(n_heads=1, n_members=2, bvc_resamples=0)
+    y = f(X) + rng.normal(scale=0.05, size=600)
+    auto = Estimator(**kw).fit(X, y)
+    linear = Estimator(local_fit="linear", **kw).fit(X, y)
+    quadratic = Estimator(local_fit="quadratic", **kw).fit(X, y)
+    assert (auto.local_fit_, quadratic.local_fit_) == ("quadratic", "quadratic")
+    assert np.all(np.isin(np.atleast_1d(auto.local_ridge_), RIDGES))
+    errors = [np.mean((m.predict(Xq) - f(Xq)) ** 2) for m in (linear, auto)]
+    assert errors[1] < 0.5 * errors[0]
+    plane = X @ np.array([1.0, -1.0]) + rng.normal(scale=1.0, size=600)
+    assert Estimator(**kw).fit(X, plane).local_fit_ in ("constant", "linear")
 
 
 @pytest.mark.parametrize("table", ["categorical", "missing"])
@@ -220,9 +336,10 @@ def test_held_out_rows_choose_a_wider_kernel_for_the_line():
     again = choose_readout(narrow, rows, sw, "auto", scored=[held])
     assert again.readout.ridge == wide.readout.ridge
     np.testing.assert_allclose(again.heads, wide.heads, rtol=1e-10)
-    # A kernel already as wide as the line wants keeps its width.
+    # A kernel already as wide as the line wants keeps its width (the
+    # lines alone: a quadratic's extra terms would take a wider one).
     keys, _ = _line_keys(400, rng, 1.0)
-    same = choose_readout(keys, rows, sw, "auto", scored=[held], held_out=True)
+    same = choose_readout(keys, rows, sw, "linear", scored=[held], held_out=True)
     assert same.width == 1
 
 
@@ -270,18 +387,20 @@ def test_adam_keeps_the_width_it_chose(monkeypatch):
 def test_unknown_local_fit_is_refused():
     X, y = np.random.default_rng(4).normal(size=(20, 2)), np.arange(20.0)
     with pytest.raises(InvalidParameterError, match="local_fit"):
-        NWAttentionRegressor(local_fit="quadratic").fit(X, y)
+        NWAttentionRegressor(local_fit="cubic").fit(X, y)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_local_lines_in_every_namespace(ns):
-    """Fit, predict, standard errors, intervals and weights of the lines run
-    in the input's namespace and on its device, and agree with NumPy."""
+@pytest.mark.parametrize("local_fit", ["linear", "quadratic"])
+def test_local_lines_in_every_namespace(ns, local_fit):
+    """Fit, predict, standard errors, intervals and weights of the lines
+    and the quadratics run in the input's namespace and on its device, and
+    agree with NumPy."""
     rng = np.random.default_rng(5)
     X = rng.uniform(-1, 1, size=(120, 3))
     y = 4.0 * X[:, 0] + np.sin(3 * X[:, 1]) + 0.1 * rng.normal(size=120)
     Xq = X[:9] + 0.03
-    kw = dict(n_heads=2, head_dim=2, max_iter=3, local_fit="linear", random_state=0)
+    kw = dict(n_heads=2, head_dim=2, max_iter=3, local_fit=local_fit, random_state=0)
 
     def run(space):
         with space.context():

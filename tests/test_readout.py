@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from nwensemble._shared.readout import CONSTANT, Readout, target_range
+from nwensemble._shared.readout import CONSTANT, Readout, line_sums, target_range
 
 xp = np
 
@@ -140,7 +140,9 @@ def test_target_range_ignores_rows_of_weight_zero():
     assert_allclose(high, [5.0, 0.0])
 
 
-@pytest.mark.parametrize("readout", [CONSTANT, Readout(ridge=0.1)])
+@pytest.mark.parametrize(
+    "readout", [CONSTANT, Readout(ridge=0.1), Readout(ridge=0.1, squares=True)]
+)
 @pytest.mark.parametrize("t, d", [(1, 1), (1, 4), (3, 2)])
 def test_n_columns_counts_the_columns(readout, t, d):
     """``n_columns`` is the width of ``columns`` for ``t`` targets and a
@@ -149,3 +151,95 @@ def test_n_columns_counts_the_columns(readout, t, d):
     Y, Z = rng.standard_normal((5, t)), rng.standard_normal((5, d))
     width = readout.columns(Y, Z, xp=np).shape[1]
     assert readout.n_columns(t, d) == width
+
+
+def _quadratic_at_query(w, Y, Z, q):
+    """Brute force: the unpenalised fit of ``a + b.(z - q) + c.(z - q)^2``
+    (each coordinate's square, no cross terms) at the query, ``a``."""
+    U = np.hstack([np.ones((Z.shape[0], 1)), Z - q, (Z - q) ** 2])
+    A = U.T @ (w[:, None] * U)
+    return np.linalg.solve(A, U.T @ (w[:, None] * Y))[0]
+
+
+def test_local_quadratic_is_the_weighted_fit_with_each_coordinates_square():
+    """Without a ridge, the fit in the coordinates and their squares is the
+    local quadratic centred on the query (the same span of functions)."""
+    rng = np.random.default_rng(6)
+    Q, Z, E = _attention(rng, 6, 60, 2)
+    Y = rng.normal(size=(60, 2))
+    readout = Readout(1e-12, squares=True)
+    got = readout.estimate(_sums(readout, E, Y, Z), Q, xp=xp)
+    for r in range(6):
+        w = E[r] / E[r].sum()
+        assert_allclose(got[r], _quadratic_at_query(w, Y, Z, Q[r]), rtol=1e-6)
+
+
+def test_local_quadratic_reproduces_a_sum_of_parabolas():
+    """A target that is a parabola in each coordinate is read exactly; a
+    line is not."""
+    rng = np.random.default_rng(7)
+    Q, Z, E = _attention(rng, 8, 80, 2)
+
+    def f(P):
+        return (1.0 + P[:, 0] ** 2 - 0.5 * P[:, 1] ** 2 + 0.3 * P[:, 1])[:, None]
+
+    quadratic = Readout(1e-9, squares=True)
+    got = quadratic.estimate(_sums(quadratic, E, f(Z), Z), Q, xp=xp)
+    assert_allclose(got, f(Q), rtol=1e-6, atol=1e-8)
+    line = Readout(1e-9)
+    assert np.abs(line.estimate(_sums(line, E, f(Z), Z), Q, xp=xp) - f(Q)).max() > 0.1
+
+
+def test_local_quadratic_weights_and_left_out_estimates():
+    """The quadratic's weights sum to one and give its estimate; its
+    left-out estimates are the fit refitted without the key."""
+    rng = np.random.default_rng(8)
+    Q, Z, E = _attention(rng, 4, 40, 2)
+    Y = rng.normal(size=(40, 1))
+    readout = Readout(1e-12, squares=True)
+    num = _sums(readout, E, Y, Z)
+    W = readout.weights(E, num, Q, Z, xp=xp)
+    assert_allclose(W.sum(1), 1.0, rtol=1e-9)
+    assert_allclose(W @ Y, readout.estimate(num, Q, xp=xp), rtol=1e-8, atol=1e-10)
+    est, factors = readout.weight_factors(num, Q, xp=xp)
+    design = np.hstack([np.ones((40, 1)), readout.design(Z, xp=xp)])
+    assert_allclose(E * (factors @ design.T), W, rtol=1e-8, atol=1e-12)
+    rows = np.array([1, 5, 39])
+    est, left = readout.left_out(E, num, Q, Z[rows], Y[rows], rows, xp=xp)
+    for r in range(4):
+        w = E[r] / E[r].sum()
+        for c, i in enumerate(rows):
+            keep = np.arange(40) != i
+            expected = _quadratic_at_query(w[keep], Y[keep], Z[keep], Q[r])
+            assert_allclose(left[r, c], expected, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("t, d", [(1, 1), (1, 3), (2, 2)])
+def test_line_sums_are_the_lines_columns_within_the_quadratics(t, d):
+    rng = np.random.default_rng(9)
+    Q, Z, E = _attention(rng, 3, 20, d)
+    low, high = np.full(t, -2.0), np.full(t, 3.0)
+    Y = rng.normal(size=(20, t))
+    line = Readout(0.1, low, high)
+    quadratic = Readout(0.1, low, high, squares=True)
+    assert_allclose(
+        line_sums(_sums(quadratic, E, Y, Z), t, d, xp=xp), _sums(line, E, Y, Z)
+    )
+
+
+@pytest.mark.parametrize("squares", [False, True])
+def test_ridge_estimates_are_each_ridges_estimate(squares):
+    """The batched estimates of several ridges from one set of sums equal
+    each ridge's own readout's, clipped alike."""
+    rng = np.random.default_rng(10)
+    Q, Z, E = _attention(rng, 7, 50, 3)
+    Y = rng.normal(size=(50, 2))
+    low, high = np.full(2, -1.5), np.full(2, 1.5)
+    readout = Readout(1.0, low, high, squares=squares)
+    num = _sums(readout, E, Y, Z)
+    ridges = [1e-3, 0.1, 10.0]
+    got = readout.ridge_estimates(num, Q, ridges, xp=xp)
+    assert got.shape == (3, 7, 2)
+    for k, ridge in enumerate(ridges):
+        own = Readout(ridge, low, high, squares=squares)
+        assert_allclose(got[k], own.estimate(num, Q, xp=xp), rtol=1e-10, atol=1e-12)

@@ -1,8 +1,8 @@
 """The heads' readout, chosen after the fit by the leave-one-out error of
-the training rows: the weighted mean, or a local-linear fit with a ridge
-from a grid of decades (see ``readout``), and where rows held out of the
-projections' fit score the choice, a kernel wider than the fitted one for
-the line."""
+the training rows: the weighted mean, or a local-linear or local-quadratic
+fit with a ridge from a grid of decades (see ``readout``), and where rows
+held out of the projections' fit score the choice, a kernel wider than the
+fitted one for the fit."""
 
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -15,17 +15,19 @@ from typing import Any
 import numpy as np
 
 from nwensemble._fit.precision import statistics_keys
-from nwensemble._shared.backend import device, to_numpy
-from nwensemble._shared.readout import CONSTANT, Readout, target_range
+from nwensemble._shared.backend import device, namespace_of, to_numpy
+from nwensemble._shared.readout import CONSTANT, Readout, line_sums, target_range
 from nwensemble._shared.scaling import power_of_two_scale
 
 # The local-linear ridges tried, relative to the neighbourhood's spread:
 # from a nearly free line to one held nearly flat.
 RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 # 'auto' keeps the weighted mean for wider heads: a line's sums take
-# d (d + 1) / 2 columns per key, which grow past the rows' own size.
+# d (d + 1) / 2 columns per key, which grow past the rows' own size. The
+# local quadratic's design, the coordinates and their squares, is held to
+# the same width (heads of at most MAX_LINE_DIM / 2 dimensions).
 MAX_LINE_DIM = 32
-# The wider kernels a line is also read with where held-out rows score the
+# The wider kernels a fit is also read with where held-out rows score the
 # readouts: the fitted projection divided by each (powers of two, exact).
 # The projection is fitted for the weighted mean; a line follows the
 # slope, and its noise falls as the neighbourhood widens.
@@ -78,7 +80,9 @@ def candidates(local_fit, keys, *, embeddings=False, held_out=False):
     rows ``held_out`` of the projections' fit score the choice: rows of one
     level share its position exactly, as copies share theirs, and
     leave-one-out of the rows the projections were fitted to flatters a
-    line through such ties.
+    line through such ties. Otherwise it offers the local quadratics (for
+    heads of at most ``MAX_LINE_DIM / 2`` dimensions), the lines and the
+    mean, the quadratics first: their sums hold every other option's.
     """
     keeps_mean = (
         keys.kernel.compact
@@ -90,7 +94,14 @@ def candidates(local_fit, keys, *, embeddings=False, held_out=False):
     xp = keys.xp
     low, high = target_range(keys.Y, xp.exp(keys.log_sw), xp=xp)
     lines = [Readout(ridge, low, high) for ridge in RIDGES]
-    return lines + [CONSTANT] if local_fit == "auto" else lines
+    quadratics = [Readout(ridge, low, high, squares=True) for ridge in RIDGES]
+    if local_fit == "linear":
+        return lines
+    if local_fit == "quadratic":
+        return quadratics
+    if 2 * keys.head_dim > MAX_LINE_DIM:
+        quadratics = []
+    return quadratics + lines + [CONSTANT]
 
 
 def choose_readout(
@@ -113,25 +124,26 @@ def choose_readout(
     otherwise), for the statistics that read them again.
 
     With ``held_out`` (``scored`` are rows held out of the projections'
-    fit, for every member), the lines are also read with the kernels
+    fit, for every member), the fits are also read with the kernels
     ``WIDER`` times wider than the fitted one, and the width is chosen with
     the readout by the same error; the leave-one-out error of the rows the
     projections were fitted to favours their own width, so without held-out
     rows the fitted width stays; so it does with ``widens`` False (a solver
     that chose the width on those rows itself).
 
-    Every candidate reads the same attention sums, taken in one pass: the
-    choice costs one leave-one-out pass over ``rows`` whatever the number
-    of candidates. The uniform mean of the heads is scored by its weighted
-    squared error (weights ``sw_rows``, a NumPy array, each output relative
-    to its variance), on the positions ``scored`` of ``rows`` (all when
-    None); the least error chooses. ``scored`` may also be a list, one
-    entry (positions or None) per member of a fit with members (the heads
-    split into that many equal consecutive groups): each member's mean is
-    then scored on its own positions (the rows it held out) and chooses
-    its own ridge, returned as a tuple of readouts, one per head (see
-    ``_per_group_choice``). ``embeddings``: the table has
-    categorical or missing-value embeddings (see ``candidates``).
+    Every candidate reads the same attention sums, taken in one pass at
+    each width (the widest layout's, a local quadratic's where there is
+    one). The uniform mean of the heads is scored by its weighted squared
+    error (weights ``sw_rows``, a NumPy array, each output relative to its
+    variance), on the positions ``scored`` of ``rows`` (all when None); the
+    least error chooses (``_decide``: a quadratic only where it gains more
+    than a standard error). ``scored`` may also be a list, one entry
+    (positions or None) per member of a fit with members (the heads split
+    into that many equal consecutive groups): each member's mean is then
+    scored on its own positions (the rows it held out) and chooses its own
+    ridge, returned as a tuple of readouts, one per head, all of one kind.
+    ``embeddings``: the table has categorical or missing-value embeddings
+    (see ``candidates``).
     """
     options = candidates(local_fit, keys, embeddings=embeddings, held_out=held_out)
     if len(options) == 1:
@@ -140,95 +152,242 @@ def choose_readout(
         )
         chosen = dataclasses.replace(keys, readout=options[0])
         return ReadoutChoice(chosen, heads, fallback, None, 1, math.nan)
-    best = _choose_among(options, keys, rows, sw_rows, scored)
-    if not (held_out and widens):
-        return best
-    # The wider kernels are read on the scored rows alone (their errors are
-    # those of a pass over every row), and the chosen one again on every row.
-    sub_rows, sub_sw, sub_scored = _only_scored(rows, sw_rows, scored, xp=keys.xp)
-    width, error, chosen = 1, best.error, None
-    for wider in WIDER:
-        wide = dataclasses.replace(keys, Z=keys.Z / wider)
-        choice = _choose_among(options, wide, sub_rows, sub_sw, sub_scored)
-        if choice.error < error:
-            width, error, chosen = wider, choice.error, choice
-    if chosen is None:
-        return best
-    readout = chosen.readout
-    kept = list(dict.fromkeys(readout if isinstance(readout, tuple) else [readout]))
-    return _choose_among(kept, chosen.keys, rows, sw_rows, scored, width=width)
-
-
-def _only_scored(rows, sw_rows, scored, *, xp):
-    """``rows``, their weights and the positions ``scored`` (see
-    ``choose_readout``) narrowed to the scored rows (unchanged when some
-    member scores every row)."""
-    groups = scored if isinstance(scored, list) else [scored]
-    if any(positions is None for positions in groups):
-        return rows, sw_rows, scored
-    union = np.unique(np.concatenate(groups))
-    narrowed = [np.searchsorted(union, positions) for positions in groups]
-    sub_rows = xp.take(rows, xp.asarray(union, device=device(rows)), axis=0)
-    sub_scored = narrowed if isinstance(scored, list) else narrowed[0]
-    return sub_rows, np.asarray(sw_rows)[union], sub_scored
-
-
-def _choose_among(options, keys, rows, sw_rows, scored, *, width=1):
-    """``choose_readout``'s choice among ``options`` for ``keys`` (already
-    divided by ``width``)."""
-    xp = keys.xp
-    sums = _loo_sums(dataclasses.replace(keys, readout=options[0]), rows)
-    nums, queries = sums.nums, sums.queries
-    Y_rows = xp.take(keys.Y, rows, axis=0)
-    t = Y_rows.shape[1]
-    # Errors in units of a power of two of the targets: exact, and their
-    # squares stay finite at any scale.
-    Y_np = to_numpy(Y_rows).astype(np.float64)
-    scale = power_of_two_scale(Y_np)
-    Y_np = Y_np / scale
-    groups = scored if isinstance(scored, list) else [scored]
-    group_heads = keys.n_heads // len(groups)
-    weights = []
-    for positions in groups:
-        sw = _scoring_weights(sw_rows, positions)
-        var = sw @ (Y_np - sw @ Y_np) ** 2
-        weights.append((sw, np.where(var > 0, var, 1.0)))
-    # errors[o, g]: option o's error on group g's rows, of group g's mean.
-    errors, estimates = [], []
-    for readout in options:
-        heads = xp.stack(
-            [_estimate(readout, num, Qh, t, xp=xp) for num, Qh in zip(nums, queries)]
-        )
-        row = []
-        for g, (sw, var) in enumerate(weights):
-            group = heads[g * group_heads : (g + 1) * group_heads, ...]
-            mean = to_numpy(xp.mean(group, axis=0)).astype(np.float64) / scale
-            row.append(float(sw @ (((mean - Y_np) ** 2) / var).sum(axis=1)))
-        errors.append(row)
-        estimates.append(heads)
-    errors = np.asarray(errors)
-    chosen = _per_group_choice(errors, [r.is_constant for r in options])
-    if len(set(chosen)) == 1:
-        readout, heads = options[chosen[0]], estimates[chosen[0]]
+    scoring = _Scoring(keys, rows, sw_rows, scored)
+    families = [_family(r) for r in options]
+    sums = None
+    if all(where.shape[0] == rows.shape[0] for where in scoring.where):
+        # Every row scores every group: one pass serves the choice and the
+        # chosen readout's estimates.
+        sums = _loo_sums(dataclasses.replace(keys, readout=options[0]), rows)
+        squares = _row_squares(options, keys, sums, scoring)
     else:
-        readout = tuple(options[o] for o in chosen for _ in range(group_heads))
-        heads = xp.concat(
-            [
-                estimates[o][g * group_heads : (g + 1) * group_heads, ...]
-                for g, o in enumerate(chosen)
-            ],
-            axis=0,
-        )
-    line = not options[chosen[0]].is_constant
-    error = float(errors[chosen, np.arange(errors.shape[1])].sum())
+        squares = _scored_squares(options, keys, rows, scoring)
+    picks = _picks(families, scoring, squares, 1)
+    if held_out and widens:
+        # The wider kernels are read only for their errors.
+        for wider in WIDER:
+            wide = dataclasses.replace(keys, Z=keys.Z / wider)
+            squares = _scored_squares(options, wide, rows, scoring)
+            picks += _picks(families, scoring, squares, wider)
+    pick = _decide(picks, scoring)
+    chosen = [options[o] for o in pick.options]
+    keys = dataclasses.replace(keys, Z=keys.Z / pick.width)
+    if sums is None or pick.width != 1:
+        # The chosen readout's own columns, on every row.
+        sums = _loo_sums(dataclasses.replace(keys, readout=chosen[0]), rows)
+    else:
+        layout = [
+            _layout(num, options[0], chosen[0], scoring.t, keys) for num in sums.nums
+        ]
+        sums = dataclasses.replace(sums, nums=layout)
+    # Every head's estimates of every row, each group's with its option.
+    heads = keys.xp.stack(
+        [
+            _estimate(chosen[h // scoring.group_heads], num, Qh, scoring.t, xp=keys.xp)
+            for h, (num, Qh) in enumerate(zip(sums.nums, sums.queries))
+        ]
+    )
+    readout = scoring.readout(options, pick.options)
+    line = not chosen[0].is_constant
     return ReadoutChoice(
         dataclasses.replace(keys, readout=readout),
         heads,
         sums.fallback,
         sums if line else None,
-        width,
-        error,
+        pick.width,
+        pick.error,
     )
+
+
+def _row_squares(options, keys, sums, scoring):
+    """``squares[o][g]``: option ``o``'s squared errors (``_Scoring.squares``)
+    on the rows that score group ``g``, read from ``sums`` (the attention's
+    sums of ``options[0]``'s columns on every row, ``_loo_sums``)."""
+    xp = keys.xp
+    squares = [[None] * scoring.n_groups for _ in options]
+    for g in range(scoring.n_groups):
+        where = scoring.where_x[g]
+        heads = [
+            _option_estimates(
+                options,
+                xp.take(sums.nums[h], where, axis=0),
+                xp.take(sums.queries[h], where, axis=0),
+                scoring.t,
+                keys,
+            )
+            for h in range(g * scoring.group_heads, (g + 1) * scoring.group_heads)
+        ]
+        for o in range(len(options)):
+            squares[o][g] = scoring.squares(g, xp.stack([est[o] for est in heads]))
+    return squares
+
+
+def _scored_squares(options, keys, rows, scoring):
+    """``_row_squares`` with each group's heads' sums taken on the rows
+    that score that group only (a member's held-out rows: a third of the
+    rows or less), in ``options[0]``'s columns."""
+    xp, d = keys.xp, keys.head_dim
+    squares = [[None] * scoring.n_groups for _ in options]
+    for g in range(scoring.n_groups):
+        cols = slice(g * scoring.group_heads * d, (g + 1) * scoring.group_heads * d)
+        group_keys = dataclasses.replace(
+            keys, Z=keys.Z[:, cols], n_heads=scoring.group_heads, readout=options[0]
+        )
+        sums = _loo_sums(group_keys, xp.take(rows, scoring.where_x[g], axis=0))
+        heads = [
+            _option_estimates(options, num, Qh, scoring.t, keys)
+            for num, Qh in zip(sums.nums, sums.queries)
+        ]
+        for o in range(len(options)):
+            squares[o][g] = scoring.squares(g, xp.stack([est[o] for est in heads]))
+    return squares
+
+
+def _option_estimates(options, num, Qh, t, keys):
+    """Each option's estimates (m, t) from ``num``, the sums of
+    ``options[0]``'s columns at the queries ``Qh``: the ridges of one kind
+    in one batched solve (``Readout.ridge_estimates``)."""
+    estimates = [None] * len(options)
+    for family in sorted({_family(r) for r in options}):
+        kind = [o for o, r in enumerate(options) if _family(r) == family]
+        first = options[kind[0]]
+        own = _layout(num, options[0], first, t, keys)
+        if first.is_constant:
+            for o in kind:
+                estimates[o] = own[:, :t] / own[:, -1:]
+            continue
+        ridges = [options[o].ridge for o in kind]
+        fits = first.ridge_estimates(own, Qh, ridges, xp=keys.xp)
+        for k, o in enumerate(kind):
+            estimates[o] = fits[k, ...]
+    return estimates
+
+
+@dataclass(frozen=True, eq=False)
+class _Pick:
+    """One kind of readout's best option for each group at one width: the
+    options' indices, their summed error and the rows' squared errors
+    (per group) behind it."""
+
+    width: int
+    family: int
+    options: list
+    error: float
+    squares: list
+
+
+def _picks(families, scoring, squares, width):
+    """Each kind's ``_Pick`` at ``width`` among options of kinds
+    ``families`` (``_family``), from the rows' ``squares`` (``squares[o][g]``),
+    the simpler kinds first."""
+    errors = scoring.errors(squares)
+    families = np.asarray(families)
+    groups = np.arange(errors.shape[1])
+    picks = []
+    for family in np.unique(families):
+        members = np.flatnonzero(families == family)
+        best = members[np.argmin(errors[members, :], axis=0)]
+        picks.append(
+            _Pick(
+                width,
+                int(family),
+                [int(o) for o in best],
+                float(errors[best, groups].sum()),
+                [squares[o][g] for g, o in zip(groups, best)],
+            )
+        )
+    return picks
+
+
+def _decide(picks, scoring):
+    """The ``_Pick`` to read with: of the weighted mean's and the lines',
+    the least error, the first on a tie (the fitted width before wider
+    ones, the mean before a line); a quadratic's only where its least error
+    is below that by more than the standard error of their paired
+    difference over the scoring rows (the one-standard-error rule: its
+    extra terms lower the error of the rows that choose it by chance as
+    well as by fit). The passes need every head to read the same columns,
+    so one kind for every group."""
+    simple = [p for p in picks if p.family < 2]
+    quadratics = [p for p in picks if p.family == 2]
+    if not simple:
+        return min(quadratics, key=_error_key)
+    best = min(simple, key=_error_key)
+    if quadratics:
+        quadratic = min(quadratics, key=_error_key)
+        difference, error = scoring.paired_difference(quadratic.squares, best.squares)
+        if difference < -error:
+            return quadratic
+    return best
+
+
+def _error_key(pick):
+    """Sorts picks by error, a non-finite error last."""
+    return (not math.isfinite(pick.error), pick.error)
+
+
+class _Scoring:
+    """How the options' leave-one-out estimates of ``rows`` are scored:
+    per group of heads (a member's, see ``choose_readout``), the positions
+    of the rows that score it, their weights and the targets' variance
+    under them, the targets in units of a power of two of their own (exact,
+    and their squares stay finite at any scale)."""
+
+    def __init__(self, keys, rows, sw_rows, scored):
+        xp = keys.xp
+        Y_rows = xp.take(keys.Y, rows, axis=0)
+        self.t = Y_rows.shape[1]
+        Y_np = to_numpy(Y_rows).astype(np.float64)
+        self.scale = power_of_two_scale(Y_np)
+        self.Y_np = Y_np / self.scale
+        groups = scored if isinstance(scored, list) else [scored]
+        self.n_groups = len(groups)
+        self.group_heads = keys.n_heads // self.n_groups
+        self.where, self.where_x, self.sw, self.var = [], [], [], []
+        for positions in groups:
+            sw = _scoring_weights(sw_rows, positions)
+            var = sw @ (self.Y_np - sw @ self.Y_np) ** 2
+            # Only the rows that score a group need its heads' estimates.
+            where = np.flatnonzero(sw > 0)
+            self.where.append(where)
+            self.where_x.append(xp.asarray(where, device=device(Y_rows)))
+            self.sw.append(sw[where])
+            self.var.append(np.where(var > 0, var, 1.0))
+
+    def squares(self, g, heads):
+        """Group ``g``'s squared errors (m,) on its scoring rows, from its
+        heads' estimates (heads, m, t): of their mean, summed over the
+        outputs, each relative to its variance."""
+        xp = namespace_of(heads)[0]
+        mean = to_numpy(xp.mean(heads, axis=0)).astype(np.float64) / self.scale
+        squared = (mean - self.Y_np[self.where[g]]) ** 2 / self.var[g]
+        return squared.sum(axis=1)
+
+    def errors(self, squares):
+        """The errors (options, groups): each option's weighted mean of each
+        group's ``squares`` (``squares[o][g]``)."""
+        return np.array(
+            [[float(self.sw[g] @ sq) for g, sq in enumerate(row)] for row in squares]
+        )
+
+    def paired_difference(self, first, second):
+        """The error of the rows' squared errors ``first`` (one array per
+        group) less that of ``second``, and the standard error of that
+        difference from the rows' paired differences."""
+        total, variance = 0.0, 0.0
+        for g, (a, b) in enumerate(zip(first, second)):
+            delta = a - b
+            mean = float(self.sw[g] @ delta)
+            total += mean
+            variance += float(np.sum((self.sw[g] * (delta - mean)) ** 2))
+        return total, math.sqrt(variance)
+
+    def readout(self, options, chosen):
+        """The readout of the groups' ``chosen`` options: one for all, or
+        one per head."""
+        if len(set(chosen)) == 1:
+            return options[chosen[0]]
+        return tuple(options[o] for o in chosen for _ in range(self.group_heads))
 
 
 def _loo_sums(keys, rows):
@@ -249,6 +408,13 @@ def _loo_sums(keys, rows):
     )
 
 
+def local_fit_kind(readout):
+    """The kind of ``readout`` (a ``Readout``, or a tuple of one kind):
+    ``'constant'``, ``'linear'`` or ``'quadratic'``."""
+    first = readout[0] if isinstance(readout, tuple) else readout
+    return ("constant", "linear", "quadratic")[_family(first)]
+
+
 def local_ridges(readout):
     """The ridge of ``readout`` (a float), or of each head's for a tuple
     of readouts (a float64 array)."""
@@ -257,25 +423,12 @@ def local_ridges(readout):
     return readout.ridge
 
 
-def _per_group_choice(errors, constant):
-    """Per group, the index of its option: for one group the least error;
-    for several (members), the weighted mean for all of them where it does
-    no worse in total than each group's best line, else each group's best
-    line (the passes need every head to read a line or every head the
-    mean). ``errors`` (options, groups); ``constant`` per option."""
-    constant = np.asarray(constant)
-    if errors.shape[1] == 1:
-        return [int(np.argmin(errors[:, 0]))]
-    lines = np.flatnonzero(~constant)
-    means = np.flatnonzero(constant)
-    best_lines = lines[np.argmin(errors[lines, :], axis=0)] if lines.size else None
-    if best_lines is None or (
-        means.size
-        and errors[means[0], :].sum()
-        <= errors[best_lines, np.arange(errors.shape[1])].sum()
-    ):
-        return [int(means[0])] * errors.shape[1]
-    return [int(o) for o in best_lines]
+def _family(readout):
+    """The readout's kind, as ``_decide`` ranks them: 0 the weighted mean,
+    1 a line, 2 a quadratic."""
+    if readout.is_constant:
+        return 0
+    return 2 if readout.squares else 1
 
 
 def _scoring_weights(sw_rows, positions):
@@ -288,6 +441,16 @@ def _scoring_weights(sw_rows, positions):
         if (sw[inside] > 0).any():
             sw = np.where(inside, sw, 0.0)
     return sw / sw.sum()
+
+
+def _layout(num, source, target, t, keys):
+    """``num``, the sums of readout ``source``'s columns, as readout
+    ``target`` reads them: a line's within a quadratic's (``line_sums``),
+    else as they are (the mean reads the first and last columns of
+    any)."""
+    if source.squares and not (target.squares or target.is_constant):
+        return line_sums(num, t, keys.head_dim, xp=keys.xp)
+    return num
 
 
 def _estimate(readout, num, Qh, t, *, xp):

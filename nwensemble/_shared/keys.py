@@ -36,8 +36,8 @@ class Keys:
     readout : Readout or tuple of Readout
         How each head reads its estimate out of its attention (see
         ``readout``): one for every head, or one per head (a fit with
-        members, each with its own ridge; either all of them lines or all
-        the weighted mean).
+        members, each with its own ridge; all of one kind: lines,
+        quadratics or the weighted mean).
     """
 
     Z: Any

@@ -18,6 +18,11 @@ still linear in the targets, with the weights ``w_i (1 + g . (z_i -
 zbar))``, ``g = (C + ridge * s I)^-1 (q - zbar)``: they sum to one but can
 be negative, so every head's estimate is clipped to the training targets'
 range.
+
+The local quadratic (``squares``) is the same fit in the design ``[z, z *
+z]`` (each coordinate and its square, no cross terms) in place of ``z``:
+every formula above with ``2d`` coordinates, and the query's design as the
+query.
 """
 
 # Authors: The nwensemble developers
@@ -52,11 +57,15 @@ class Readout:
     low, high : array of shape (n_outputs,) or None
         The training targets' range, which every local-linear estimate is
         clipped to (None for the local constant, which cannot leave it).
+    squares : bool
+        Whether the fit is the local quadratic: linear in each coordinate
+        and its square (``design``).
     """
 
     ridge: float = math.inf
     low: Any = None
     high: Any = None
+    squares: bool = False
 
     @property
     def is_constant(self):
@@ -68,19 +77,37 @@ class Readout:
         if self.low is None:
             return self
         return Readout(
-            self.ridge, xp.astype(self.low, dtype), xp.astype(self.high, dtype)
+            self.ridge,
+            xp.astype(self.low, dtype),
+            xp.astype(self.high, dtype),
+            self.squares,
         )
+
+    def design(self, Zh, *, xp):
+        """The coordinates (n, D) the local fit is linear in, of points
+        ``Zh`` (n, d) of one head: ``Zh`` itself for a line, ``[Zh, Zh *
+        Zh]`` for the local quadratic (``squares``)."""
+        if not self.squares:
+            return Zh
+        return xp.concat([Zh, Zh * Zh], axis=1)
+
+    def design_dim(self, d):
+        """``D``, the number of ``design`` coordinates of a ``d``-dimensional
+        head."""
+        return 2 * d if self.squares else d
 
     # ------------------------------------------------------------ pass side
     def columns(self, Y, Zh, *, xp):
         """The key-side columns (n, k) whose attention-weighted sums the
         readout needs, for targets ``Y`` (n, t) and keys ``Zh`` (n, d) of one
         head: ``[Y, 1]`` for the local constant, ``[Y, Zh, Y * Zh, vech(Zh
-        Zh^T), 1]`` for the local linear. The last column is ones (its sum
-        is the attention's row sum) and the first ``t`` are ``Y``."""
+        Zh^T), 1]`` for the local linear, with ``design(Zh)`` for ``Zh`` for
+        the local quadratic. The last column is ones (its sum is the
+        attention's row sum) and the first ``t`` are ``Y``."""
         ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device(Y))
         if self.is_constant:
             return xp.concat([Y, ones], axis=1)
+        Zh = self.design(Zh, xp=xp)
         d, t = Zh.shape[1], Y.shape[1]
         iu, ju = (xp.asarray(a, device=device(Y)) for a in np.triu_indices(d))
         Yc = Y - self._center(xp=xp)
@@ -93,16 +120,15 @@ class Readout:
         ``d``-dimensional head."""
         if self.is_constant:
             return t + 1
+        d = self.design_dim(d)
         return t + d + t * d + d * (d + 1) // 2 + 1
 
     def estimate(self, num, Qh, *, xp):
         """The head's estimates (m, t) from ``num`` (m, k), the attention's
         sums of ``columns``, at the queries ``Qh`` (m, d)."""
-        t = self._n_outputs(num.shape[1], Qh.shape[1])
-        ybar = num[:, :t] / num[:, -1:]
         if self.is_constant:
-            return ybar
-        fit = self._fit(num, Qh, xp=xp)
+            return num[:, :-1] / num[:, -1:]
+        fit = self._fit(num, self.design(Qh, xp=xp), xp=xp)
         return self._clip(fit.estimate, xp=xp)
 
     def weights(self, E, num, Qh, Zh, *, xp):
@@ -112,20 +138,22 @@ class Readout:
         s = num[:, -1:]
         if self.is_constant:
             return E / s
-        fit = self._fit(num, Qh, xp=xp)
+        fit = self._fit(num, self.design(Qh, xp=xp), xp=xp)
+        Zh = self.design(Zh, xp=xp)
         return (E / s) * (fit.offset[:, None] + _dot_keys(fit.g, Zh, xp=xp))
 
     def weight_factors(self, num, Qh, *, xp):
         """The head's estimates (m, t) and the factors ``F`` (m, d + 1) of
         its weights: query ``r``'s normalised weight on key ``i`` is
-        ``E[r, i] * (F[r] . [1, z_i])`` (``weights`` without the (m, n)
-        arrays; ``F`` is ``[1 / s, 0, ...]`` for the local constant)."""
+        ``E[r, i] * (F[r] . [1, design(z_i)])`` (``weights`` without the
+        (m, n) arrays; ``F`` is ``[1 / s, 0, ...]`` for the local
+        constant)."""
         s = num[:, -1:]
-        d = Qh.shape[1]
         if self.is_constant:
+            d = Qh.shape[1]
             zeros = xp.zeros((s.shape[0], d), dtype=s.dtype, device=device(s))
             return self.estimate(num, Qh, xp=xp), xp.concat([1.0 / s, zeros], axis=1)
-        fit = self._fit(num, Qh, xp=xp)
+        fit = self._fit(num, self.design(Qh, xp=xp), xp=xp)
         factors = xp.concat([fit.offset[:, None], fit.g], axis=1) / s
         return self._clip(fit.estimate, xp=xp), factors
 
@@ -145,6 +173,7 @@ class Readout:
                 :, :, None
             ]
             return est, xp.where(safe[:, :, None], moved, est[:, None, :])
+        Qh, Zh = self.design(Qh, xp=xp), self.design(Zh, xp=xp)
         fit = self._fit(num, Qh, xp=xp)
         est = fit.estimate
         # The local line's residual at each key, the key's leverage and its
@@ -202,11 +231,28 @@ class Readout:
             return values
         return xp.clip(values, self.low, self.high)
 
-    def _fit(self, num, Qh, *, xp):
-        """The local lines at the queries (``_LocalLines``), in float64."""
+    def ridge_estimates(self, num, Qh, ridges, *, xp):
+        """The estimates (r, m, t) of this readout's fit with each of
+        ``ridges`` (r,) in place of its own, from the same sums ``num`` at
+        the queries ``Qh``, in one batched solve (the choice of a ridge
+        reads them all)."""
         dtype = num.dtype
+        moments = self._moments(num, self.design(Qh, xp=xp), xp=xp)
+        ridge = xp.asarray(ridges, dtype=xp.float64, device=device(num))
+        shift = ridge[:, None] * moments.spread[None, :] + moments.floor[None, :]
+        A = moments.cov[None, ...] + shift[:, :, None, None] * moments.eye
+        rhs = xp.permute_dims(moments.cross, (0, 2, 1))  # (m, d, t)
+        slope = xp.linalg.solve(A, xp.broadcast_to(rhs, (ridge.shape[0], *rhs.shape)))
+        off = moments.off[None, :, :, None]
+        estimate = moments.ybar[None, ...] + xp.sum(off * slope, axis=2)
+        return self._clip(xp.astype(estimate, dtype), xp=xp)
+
+    def _moments(self, num, q, *, xp):
+        """The weighted moments of the keys' design about their mean and
+        the query's offset from it (``_Moments``), in float64, from the
+        sums ``num`` and the query's design ``q``."""
         num = xp.astype(num, xp.float64)
-        q = xp.astype(Qh, xp.float64)
+        q = xp.astype(q, xp.float64)
         m, d = q.shape
         t = self._n_outputs(num.shape[1], d)
         mean = num[:, :-1] / num[:, -1:]
@@ -218,27 +264,61 @@ class Readout:
         ybar_c = ybar
         if self.low is not None:
             ybar_c = ybar - xp.astype(self._center(xp=xp), xp.float64)
-        cross = yz - ybar_c[:, :, None] * zbar[:, None, :]  # (m, t, d)
         off = q - zbar
         # trace(E_w[(z - q)(z - q)^T]) = trace(cov) + |q - zbar|^2
-        spread = (_trace(cov, xp=xp) + xp.sum(off * off, axis=1)) / d
-        floor = _SCALE_FLOOR * (1.0 + _trace(zz, xp=xp) / d)
-        eye = xp.eye(d, dtype=xp.float64, device=device(num))
-        A = cov + (self.ridge * spread + floor)[:, None, None] * eye[None, :, :]
-        rhs = xp.concat([xp.permute_dims(cross, (0, 2, 1)), off[:, :, None]], axis=2)
+        return _Moments(
+            ybar=ybar,
+            zbar=zbar,
+            cov=cov,
+            cross=yz - ybar_c[:, :, None] * zbar[:, None, :],  # (m, t, d)
+            off=off,
+            spread=(_trace(cov, xp=xp) + xp.sum(off * off, axis=1)) / d,
+            floor=_SCALE_FLOOR * (1.0 + _trace(zz, xp=xp) / d),
+            eye=xp.eye(d, dtype=xp.float64, device=device(num)),
+        )
+
+    def _fit(self, num, q, *, xp):
+        """The local lines at the queries of design ``q``
+        (``_LocalLines``), in float64."""
+        dtype = num.dtype
+        mo = self._moments(num, q, xp=xp)
+        t = mo.ybar.shape[1]
+        A = mo.cov + (self.ridge * mo.spread + mo.floor)[:, None, None] * mo.eye
+        rhs = xp.concat(
+            [xp.permute_dims(mo.cross, (0, 2, 1)), mo.off[:, :, None]], axis=2
+        )
         sol = xp.linalg.solve(A, rhs)  # (m, d, t + 1)
         slope = sol[:, :, :t]
         g = sol[:, :, t]
-        estimate = ybar + xp.sum(off[:, :, None] * slope, axis=1)
+        estimate = mo.ybar + xp.sum(mo.off[:, :, None] * slope, axis=1)
         return _LocalLines(
             estimate=xp.astype(estimate, dtype),
-            ybar=xp.astype(ybar, dtype),
-            zbar=xp.astype(zbar, dtype),
+            ybar=xp.astype(mo.ybar, dtype),
+            zbar=xp.astype(mo.zbar, dtype),
             slope=xp.astype(slope, dtype),
             g=xp.astype(g, dtype),
-            offset=xp.astype(1.0 - xp.sum(g * zbar, axis=1), dtype),
+            offset=xp.astype(1.0 - xp.sum(g * mo.zbar, axis=1), dtype),
             A=A,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class _Moments:
+    """Per query, in float64: the weighted means ``ybar`` (m, t) and
+    ``zbar`` (m, d) of the keys' targets and design, the design's weighted
+    covariance ``cov`` (m, d, d), its covariance with the targets ``cross``
+    (m, t, d), the query's offset ``off = q - zbar`` (m, d), the ridge's
+    scale ``spread`` (m,) and floor ``floor`` (m,), and the identity
+    ``eye`` (d, d)."""
+
+    ybar: Any
+    zbar: Any
+    cov: Any
+    cross: Any
+    off: Any
+    spread: Any
+    floor: Any
+    eye: Any
 
 
 @dataclass(frozen=True, eq=False)
@@ -281,6 +361,23 @@ def _unpack_symmetric(packed, d, *, xp):
 
 
 CONSTANT = Readout()
+
+
+def line_sums(num, t, d, *, xp):
+    """The sums (m, k) of a local line's columns within ``num``, the sums of
+    a local quadratic's (``Readout.columns`` with ``squares``), for ``t``
+    targets and ``d``-dimensional keys: a line's columns are a subset of the
+    quadratic's (the squares' columns left out)."""
+    D = 2 * d
+    iu, ju = np.triu_indices(D)
+    packed = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(iu, ju))}
+    cross = t + D
+    pairs = cross + t * D
+    index = [*range(t + d)]
+    index += [cross + j * D + k for j in range(t) for k in range(d)]
+    index += [pairs + packed[int(a), int(b)] for a, b in zip(*np.triu_indices(d))]
+    index.append(num.shape[1] - 1)
+    return xp.take(num, xp.asarray(index, device=device(num)), axis=1)
 
 
 def target_range(Y, sw, *, xp):

@@ -177,7 +177,12 @@ class TilePasses(BlockPasses):
         queries, operands, _ = logit_operands(self.keys, Q)
         ones = xp.ones((n, 1), dtype=Q.dtype, device=dev)
         lines = [
-            row_major(xp.concat([ones, keys.head(h)], axis=1).T, xp=xp)
+            row_major(
+                xp.concat(
+                    [ones, keys.readout_of(h).design(keys.head(h), xp=xp)], axis=1
+                ).T,
+                xp=xp,
+            )
             for h in range(n_heads)
         ]
         blocks = BlockPasses(keys)
