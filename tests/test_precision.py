@@ -14,15 +14,16 @@ from nwensemble._shared.kernels import resolve_kernel
 from nwensemble._shared.keys import Keys
 from nwensemble._shared.readout import Readout, target_range
 
+# Rows and their dtype, and the dtype the rule takes them in: from
+# FLOAT32_LOSS_ROWS float64 rows on float32, fewer stay float64, float32 stays.
+ROWS_DTYPE_EXPECTED = [
+    (FLOAT32_LOSS_ROWS, np.float64, np.float32),
+    (FLOAT32_LOSS_ROWS - 1, np.float64, np.float64),
+    (FLOAT32_LOSS_ROWS, np.float32, np.float32),
+]
 
-@pytest.mark.parametrize(
-    "n, dtype, expected",
-    [
-        (FLOAT32_LOSS_ROWS, np.float64, np.float32),
-        (FLOAT32_LOSS_ROWS - 1, np.float64, np.float64),
-        (FLOAT32_LOSS_ROWS, np.float32, np.float32),
-    ],
-)
+
+@pytest.mark.parametrize("n, dtype, expected", ROWS_DTYPE_EXPECTED)
 def test_many_float64_rows_take_float32_losses(ns, n, dtype, expected):
     xp = ns.xp
     X = ns.asarray(np.ones((n, 2)), dtype=dtype)
@@ -84,14 +85,7 @@ def test_lbfgs_coarse_stage_evaluates_float32(monkeypatch):
     assert {dtype for _, dtype in seen} == {"float32"}
 
 
-@pytest.mark.parametrize(
-    "n, dtype, expected",
-    [
-        (FLOAT32_LOSS_ROWS, np.float64, np.float32),
-        (FLOAT32_LOSS_ROWS - 1, np.float64, np.float64),
-        (FLOAT32_LOSS_ROWS, np.float32, np.float32),
-    ],
-)
+@pytest.mark.parametrize("n, dtype, expected", ROWS_DTYPE_EXPECTED)
 def test_many_float64_keys_take_float32_statistics(ns, n, dtype, expected):
     """The leave-one-out statistics' keys: rows, targets, weights and the
     readout's range in float32 from as many float64 keys as the losses."""

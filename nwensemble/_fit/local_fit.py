@@ -204,22 +204,19 @@ def _row_squares(options, keys, sums, scoring):
     on the rows that score group ``g``, read from ``sums`` (the attention's
     sums of ``options[0]``'s columns on every row, ``_loo_sums``)."""
     xp = keys.xp
-    squares = [[None] * scoring.n_groups for _ in options]
-    for g in range(scoring.n_groups):
+
+    def group_sums(g):
         where = scoring.where_x[g]
-        heads = [
-            _option_estimates(
-                options,
+        heads = range(g * scoring.group_heads, (g + 1) * scoring.group_heads)
+        return [
+            (
                 xp.take(sums.nums[h], where, axis=0),
                 xp.take(sums.queries[h], where, axis=0),
-                scoring.t,
-                keys,
             )
-            for h in range(g * scoring.group_heads, (g + 1) * scoring.group_heads)
+            for h in heads
         ]
-        for o in range(len(options)):
-            squares[o][g] = scoring.squares(g, xp.stack([est[o] for est in heads]))
-    return squares
+
+    return _squares(options, keys, scoring, group_sums)
 
 
 def _scored_squares(options, keys, rows, scoring):
@@ -227,19 +224,29 @@ def _scored_squares(options, keys, rows, scoring):
     that score that group only (a member's held-out rows: a third of the
     rows or less), in ``options[0]``'s columns."""
     xp, d = keys.xp, keys.head_dim
-    squares = [[None] * scoring.n_groups for _ in options]
-    for g in range(scoring.n_groups):
+
+    def group_sums(g):
         cols = slice(g * scoring.group_heads * d, (g + 1) * scoring.group_heads * d)
         group_keys = dataclasses.replace(
             keys, Z=keys.Z[:, cols], n_heads=scoring.group_heads, readout=options[0]
         )
         sums = _loo_sums(group_keys, xp.take(rows, scoring.where_x[g], axis=0))
+        return list(zip(sums.nums, sums.queries))
+
+    return _squares(options, keys, scoring, group_sums)
+
+
+def _squares(options, keys, scoring, group_sums):
+    """``squares[o][g]`` from ``group_sums(g)``: group ``g``'s heads' ``(num,
+    Qh)`` on the rows that score it, ``num`` in ``options[0]``'s columns."""
+    squares = [[None] * scoring.n_groups for _ in options]
+    for g in range(scoring.n_groups):
         heads = [
             _option_estimates(options, num, Qh, scoring.t, keys)
-            for num, Qh in zip(sums.nums, sums.queries)
+            for num, Qh in group_sums(g)
         ]
         for o in range(len(options)):
-            squares[o][g] = scoring.squares(g, xp.stack([est[o] for est in heads]))
+            squares[o][g] = scoring.squares(g, keys.xp.stack([est[o] for est in heads]))
     return squares
 
 

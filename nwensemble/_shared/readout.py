@@ -28,6 +28,7 @@ query.
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -368,6 +369,14 @@ def line_sums(num, t, d, *, xp):
     a local quadratic's (``Readout.columns`` with ``squares``), for ``t``
     targets and ``d``-dimensional keys: a line's columns are a subset of the
     quadratic's (the squares' columns left out)."""
+    index = xp.asarray(_line_columns(t, d), device=device(num))
+    return xp.take(num, index, axis=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _line_columns(t, d):
+    """The positions of a line's columns among a quadratic's, for ``t``
+    targets and ``d``-dimensional keys (see ``line_sums``)."""
     D = 2 * d
     iu, ju = np.triu_indices(D)
     packed = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(iu, ju))}
@@ -376,8 +385,8 @@ def line_sums(num, t, d, *, xp):
     index = [*range(t + d)]
     index += [cross + j * D + k for j in range(t) for k in range(d)]
     index += [pairs + packed[int(a), int(b)] for a, b in zip(*np.triu_indices(d))]
-    index.append(num.shape[1] - 1)
-    return xp.take(num, xp.asarray(index, device=device(num)), axis=1)
+    index.append(pairs + len(packed))  # the ones
+    return np.asarray(index)
 
 
 def target_range(Y, sw, *, xp):
