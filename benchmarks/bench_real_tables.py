@@ -15,8 +15,9 @@ of a fit moves its RMSE by a few per cent) of:
   ``MultiHeadNWRegressor()`` on the frame as it comes
   (``categorical_features='from_dtype'``), ``random_state=seed``; on
   request (``--models``) also ``ResidualStage (no feature slopes)``, the
-  start with ``feature_slopes=False``, and ``ResidualStage (two heads)``,
-  the start with ``first_stage_heads=2``;
+  start with ``feature_slopes=False``, ``ResidualStage (two heads)``,
+  the start with ``first_stage_heads=2``, and ``ResidualStage (no third
+  stage)``, the start with ``third_stage=False``;
 * the four estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
@@ -150,6 +151,9 @@ def make_models(frame, names, seed=0):
         ),
         "ResidualStage (two heads)": lambda: ResidualStageRegressor(
             first_stage_heads=2, random_state=seed
+        ),
+        "ResidualStage (no third stage)": lambda: ResidualStageRegressor(
+            third_stage=False, random_state=seed
         ),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),

@@ -496,3 +496,72 @@ def test_an_array_query_of_a_frame_fit_warns_once_about_feature_names():
         from_array = model.predict(frame.to_numpy()[:5])
     assert len(record) == 1
     assert_allclose(from_array, model.predict(frame.iloc[:5]))
+
+
+def _kept_third_stage(monkeypatch):
+    """The third stage kept wherever a member gains on its held-out rows
+    (its standard-error rule waived), so that these data exercise it."""
+    from nwensemble._fit import null_key
+
+    monkeypatch.setattr(null_key, "_clear_gain", lambda change: True)
+
+
+def test_the_third_stage_is_off_by_default(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    assert model.third_stage_ is None
+    with_third = ResidualStageRegressor(third_stage=True, random_state=0).fit(X, y)
+    # The first two stages are fitted as without it.
+    assert_allclose(
+        with_third.residual_estimator_.predict(X[:5]),
+        model.residual_estimator_.predict(X[:5]),
+        rtol=1e-12,
+    )
+
+
+def test_a_kept_third_stage_adds_null_key_heads_in_the_first_heads_coordinates(
+    friedman, monkeypatch
+):
+    _kept_third_stage(monkeypatch)
+    X, y = friedman
+    model = ResidualStageRegressor(third_stage=True, random_state=0).fit(X, y)
+    heads = model.third_stage_
+    assert heads is not None
+    first, second = model.estimator_, model.residual_estimator_
+    d = first.components_.shape[1]
+    coordinates = first.transform(X[:7])[:, :d]
+    third = heads.predict(coordinates, xp=np)[:, 0]
+    expected = first.predict(X[:7]) + second.predict(X[:7]) + third
+    assert_allclose(model.predict(X[:7]), expected, rtol=1e-12)
+    assert np.any(third != 0)
+    # Its keys are the second stage's rows; its values the sum's residuals.
+    rows = model.residual_rows_
+    residuals = y[rows] - first.loo_prediction_[rows] - second.loo_prediction_
+    assert_allclose(heads.values[:, 0], residuals, rtol=1e-10)
+    # The interval residuals take off its left-out estimates, at rows that
+    # none of its members learned.
+    plain = ResidualStageRegressor(random_state=0).fit(X, y)
+    calibrating = first.calibration_rows_[model._interval_positions]
+    left_out = heads.left_out(np.searchsorted(rows, calibrating), xp=np)[:, 0]
+    assert_allclose(
+        model.interval_residuals_, plain.interval_residuals_ - left_out, rtol=1e-10
+    )
+
+
+def test_a_kept_third_stage_under_namespaces_and_outputs(ns, friedman, monkeypatch):
+    _kept_third_stage(monkeypatch)
+    X, y = friedman
+    Y = np.column_stack([y, -2.0 * y])
+    kw = dict(
+        estimator=NWAttentionRegressor(max_iter=20), third_stage=True, random_state=0
+    )
+    ref = ResidualStageRegressor(**kw).fit(X, Y)
+    assert ref.third_stage_ is not None
+    with ns.context():
+        model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(Y))
+        pred = ns.check_output(model.predict(ns.asarray(X[:9])))
+        _, bounds = model.predict_interval(ns.asarray(X[:9]))
+        bounds = ns.check_output(bounds)
+    assert pred.shape == (9, 2)
+    assert_allclose(pred, ref.predict(X[:9]), rtol=1e-7)
+    assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-7)

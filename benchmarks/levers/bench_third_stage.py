@@ -1,0 +1,46 @@
+"""Issue 66's third stage, measured: heads that attend over the sum's
+leave-one-out residuals with a null key (a key of value zero at a learned
+logit, so that a query far from every training row adds nothing).
+
+``ResidualStageRegressor()`` (``default``: the two stages) against the
+same start with the third stage (``third stage``:
+``ResidualStageRegressor(third_stage=True)``), side by side on each split;
+the first two stages are the same fits in both. The sections, folds and lines are
+``_variant_table.py``'s. Run:
+``python benchmarks/levers/bench_third_stage.py [--sections numeric]
+[--sets ...] [--model-seed 0]``.
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _variant_table as table  # noqa: E402
+
+from nwensemble import ResidualStageRegressor  # noqa: E402
+
+VARIANTS = ["third stage"]
+
+
+def predictions(X, y, X_test, seed, args):
+    """Test predictions and fit seconds of the default and the variant."""
+    models = {
+        "default": ResidualStageRegressor(random_state=seed),
+        "third stage": ResidualStageRegressor(third_stage=True, random_state=seed),
+    }
+    out = {}
+    for name in ["default", *args.variants]:
+        start = time.perf_counter()
+        model = table.fit_quietly(models[name], X, y)
+        out[name] = (model.predict(X_test), time.perf_counter() - start)
+    return out
+
+
+def main():
+    table.main(table.parser(__doc__, VARIANTS), predictions)
+
+
+if __name__ == "__main__":
+    main()
