@@ -22,7 +22,8 @@ residuals), ``HeadAllocator`` (``HeadAllocator()``), ``MultiHeadNW``
 (``MultiHeadNWRegressor()``), ``NWAttention`` (``NWAttentionRegressor()``),
 ``HistGradientBoosting``, ``CatBoost``
 (``CatBoostRegressor(random_seed=0, verbose=0)``; the benchmark extra
-installs it), and the levers' candidates ``MultiHeadNW (local constant)``
+installs it), and the levers' candidates ``ResidualStage (third stage)``
+(``ResidualStageRegressor(third_stage=True)``), ``MultiHeadNW (local constant)``
 and ``NWAttention (local constant)`` (``local_fit='constant'``),
 ``HeadAllocator (20% holdout)`` and ``HeadAllocator (3-fold)`` (candidates
 scored on one shuffled 20 % holdout or by 3-fold CV instead of
@@ -77,6 +78,7 @@ from nwensemble import (  # noqa: E402
 )
 
 RECOMMENDED = "ResidualStage"
+THIRD_STAGE = "ResidualStage (third stage)"
 ALLOCATOR = "HeadAllocator"
 HGB = "HistGradientBoosting"
 CATBOOST = "CatBoost"
@@ -128,6 +130,8 @@ def make_model(name, set_name=""):
         return NWAttentionRegressor(random_state=0)
     if name == RECOMMENDED:
         return ResidualStageRegressor(random_state=0)
+    if name == THIRD_STAGE:
+        return ResidualStageRegressor(third_stage=True, random_state=0)
     if name == ALLOCATOR:
         return HeadAllocator(MultiHeadNWRegressor(random_state=0))
     if name in ALLOCATOR_CV:
@@ -156,6 +160,7 @@ def make_model(name, set_name=""):
 
 MODELS = [
     *DEFAULT_MODELS,
+    THIRD_STAGE,
     "MultiHeadNW (local constant)",
     "NWAttention (local constant)",
     *ALLOCATOR_CV,

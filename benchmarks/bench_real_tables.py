@@ -16,8 +16,8 @@ of a fit moves its RMSE by a few per cent) of:
   (``categorical_features='from_dtype'``), ``random_state=seed``; on
   request (``--models``) also ``ResidualStage (no feature slopes)``, the
   start with ``feature_slopes=False``, ``ResidualStage (two heads)``,
-  the start with ``first_stage_heads=2``, and ``ResidualStage (no third
-  stage)``, the start with ``third_stage=False``;
+  the start with ``first_stage_heads=2``, and ``ResidualStage (third
+  stage)``, the start with ``third_stage=True``;
 * the four estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
@@ -152,8 +152,8 @@ def make_models(frame, names, seed=0):
         "ResidualStage (two heads)": lambda: ResidualStageRegressor(
             first_stage_heads=2, random_state=seed
         ),
-        "ResidualStage (no third stage)": lambda: ResidualStageRegressor(
-            third_stage=False, random_state=seed
+        "ResidualStage (third stage)": lambda: ResidualStageRegressor(
+            third_stage=True, random_state=seed
         ),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),
