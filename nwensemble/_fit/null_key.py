@@ -215,8 +215,8 @@ def _fit_member(X, R, sw, learnable, *, rng, xp):
         options={"maxiter": MAX_ITER, "ftol": TOL, "gtol": TOL},
     )
     W, b = unpack(monitor.best_theta)
-    # Each held-out row's weighted change in squared error, as a fraction
-    # of the silent loss: zero where the member adds nothing.
+    # Each held-out row's change in squared error against zero, times its
+    # weight (the weights' mean one).
     E = _estimates(Xh @ W, Xf @ W, Rf, log_wf, b, xp=xp)
     change = to_numpy(wh * xp.sum((E - Rh) ** 2 - Rh * Rh, axis=1))
     change = change.astype(np.float64) * wh.shape[0]
