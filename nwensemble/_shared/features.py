@@ -15,7 +15,7 @@ import numpy as np
 from nwensemble._shared.backend import device, namespace_of, to_numpy
 from nwensemble._shared.conditional_fill import fill_missing, fit_correlation
 from nwensemble._shared.design import Design
-from nwensemble._shared.power_map import fit_power, power_transform
+from nwensemble._shared.power_map import POWER_FIT_ROWS, fit_power, power_transform
 
 
 def fit_scaling(X, w, *, standardize, xp):
@@ -282,10 +282,19 @@ def _fit_power_observed(N, valid, sw, rng):
         np.zeros(p),
         np.ones(p),
     )
-    for j in range(N.shape[1]):
-        rows = valid[:, j] & (sw > 0)
-        if rows.sum() < 2:
+    observed = valid & (sw > 0)[:, None]
+    # Features observed on the same rows share one call (its grid search
+    # runs on them side by side); one that ``fit_power`` subsamples keeps a
+    # call, and its draw, of its own.
+    groups = {}
+    for j in range(p):
+        n_rows = int(observed[:, j].sum())
+        if n_rows < 2:
             continue
-        b, g, lo, la = fit_power(N[rows, j : j + 1], sw[rows], rng=rng)
-        boxcox[j], norm[j], lower[j], lam[j] = b[0], g[0], lo[0], la[0]
+        key = observed[:, j].tobytes() if n_rows <= POWER_FIT_ROWS else j
+        groups.setdefault(key, []).append(j)
+    for columns in groups.values():
+        rows = observed[:, columns[0]]
+        b, g, lo, la = fit_power(N[np.ix_(rows, columns)], sw[rows], rng=rng)
+        boxcox[columns], norm[columns], lower[columns], lam[columns] = b, g, lo, la
     return boxcox, norm, lower, lam

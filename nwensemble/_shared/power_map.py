@@ -16,7 +16,7 @@ _LAMBDAS = np.round(np.arange(-2.0, 4.0001, 0.1), 10)
 # Features less skewed than this (in size) keep lambda = 1.
 _SKEW_TO_WARP = 0.5
 # Rows used to choose the exponents.
-_POWER_FIT_ROWS = 5000
+POWER_FIT_ROWS = 5000
 
 
 def fit_power(X, sw, *, rng):
@@ -28,7 +28,7 @@ def fit_power(X, sw, *, rng):
     feature independent of the feature's unit. The exponent maximises the
     weighted profile log-likelihood ``-log(var(psi_lambda)) / 2 + (lambda - 1)
     * mean(J)`` (``J = log v`` for Box-Cox, ``sign(v) log(1 + |v|)`` for
-    Yeo-Johnson) over a grid from -2 to 4, on at most ``_POWER_FIT_ROWS``
+    Yeo-Johnson) over a grid from -2 to 4, on at most ``POWER_FIT_ROWS``
     rows. Features with fewer than three distinct values, or with weighted
     skewness below 0.5 in size, keep ``lambda = 1`` (a linear map).
 
@@ -40,9 +40,9 @@ def fit_power(X, sw, *, rng):
     w = to_numpy(sw).astype(np.float64)
     # Rows of weight zero take no part (as if removed).
     X, w = X[w > 0], w[w > 0]
-    if X.shape[0] > _POWER_FIT_ROWS:
-        rows = rng.choice(X.shape[0], _POWER_FIT_ROWS, replace=False, p=w / w.sum())
-        X, w = X[rows], np.full(_POWER_FIT_ROWS, 1.0 / _POWER_FIT_ROWS)
+    if X.shape[0] > POWER_FIT_ROWS:
+        rows = rng.choice(X.shape[0], POWER_FIT_ROWS, replace=False, p=w / w.sum())
+        X, w = X[rows], np.full(POWER_FIT_ROWS, 1.0 / POWER_FIT_ROWS)
     w = w / w.sum()
     boxcox = np.all(X > 0, axis=0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
