@@ -155,7 +155,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         nothing, and the stage is kept only where the members as kept beat
         zero there by more than the standard error of the rows' paired
         differences. It gains where the residuals of nearly repeated rows
-        agree (energy_heating 10-16 %) and adds about a tenth to the fit.
+        agree, at the cost of a longer fit.
 
     random_state : int, RandomState instance or None, default=None
         Given to both stages as their ``random_state`` (an estimator's own

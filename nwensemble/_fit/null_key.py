@@ -34,6 +34,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from nwensemble._fit.early_stopping import EarlyStopping
+from nwensemble._fit.target_maps import paired_gain_is_clear
 from nwensemble._shared.attention import (
     attention_logits,
     chunk_rows,
@@ -149,10 +150,9 @@ def fit_null_key_heads(X, R, sw, learnable, *, rng, xp):
 def _clear_gain(change):
     """Whether the rows' changes in squared error have a mean below zero by
     more than its standard error."""
-    n = change.shape[0]
-    if n < 2:
-        return False
-    return bool(np.mean(change) < -np.std(change, ddof=1) / np.sqrt(n))
+    return paired_gain_is_clear(
+        np.zeros_like(change), change, np.ones_like(change), standard_errors=1.0
+    )
 
 
 def _target_scale(R, sw, *, xp):

@@ -162,10 +162,10 @@ def maps_promise(X, M, Y, sw, *, rng):
     return paired_gain_is_clear(alone, mapped, w)
 
 
-def paired_gain_is_clear(before, after, w):
+def paired_gain_is_clear(before, after, w, *, standard_errors=PAIRED_STANDARD_ERRORS):
     """Whether the rows' squared errors ``after`` are lower than ``before``
-    (the same rows) by more than ``PAIRED_STANDARD_ERRORS`` standard errors
-    of their weighted mean difference (weights ``w``, any scale)."""
+    (the same rows) by more than ``standard_errors`` standard errors of
+    their weighted mean difference (weights ``w``, any scale)."""
     total = float(np.sum(w))
     if before.size < 2 or total <= 0:
         return False
@@ -174,7 +174,7 @@ def paired_gain_is_clear(before, after, w):
     mean = float(w @ gain)
     spread = float(w @ (gain - mean) ** 2)
     standard_error = math.sqrt(spread * float(w @ w))
-    return mean > PAIRED_STANDARD_ERRORS * standard_error
+    return mean > standard_errors * standard_error
 
 
 def _standardised(X, w):
