@@ -156,7 +156,8 @@ local_fit : {'auto', 'linear', 'quadratic', 'constant'}, default='auto'
     features or missing values (rows of one level share its embedding
     exactly; see the user guide). Where held-out rows score it (early
     stopping, L-BFGS), the fits are also tried through kernels 2, 4 and 8
-    times wider than the fitted one, and the chosen factor divides the
+    times wider than the fitted one (until one does worse than the
+    narrower), and the chosen factor divides the
     projections (``components_``); Adam keeps the width its own final
     factor chose on those rows. The projections are learned for the
     weighted mean either way; ``local_ridge_`` is the ridge chosen and
@@ -168,7 +169,9 @@ feature_slopes : bool, default=False
     bin (8 bins), within ``exp(+-1)``, learned together with the first
     member's projection (from slopes 1): by L-BFGS, as a continuation of
     its fit (on at most 4096 of its training rows, stopped on the rows it
-    held out or, where it held none out, on a fifth of those rows); by
+    held out or, where it held none out, on a fifth of those rows; from
+    the subsample's fit where one head's fit runs coarse to fine, in
+    place of its refinement on all rows); by
     Adam, within its minibatch steps (``solver``). The map is then applied
     for every member, at fit and at prediction. A slope steep where the
     target jumps sets the rows on either side apart, as a tree's split

@@ -343,6 +343,34 @@ def test_held_out_rows_choose_a_wider_kernel_for_the_line():
     assert same.width == 1
 
 
+def test_widening_stops_at_the_first_width_that_does_worse(monkeypatch):
+    """The wider kernels are read in order while each does better than the
+    narrower one: a kernel as wide as the line wants reads the next width
+    only; one far too narrow reads on until the error rises."""
+    read = []
+    scored_squares = local_fit._scored_squares
+
+    def counting(options, keys, rows, scoring):
+        read.append(keys.Z)
+        return scored_squares(options, keys, rows, scoring)
+
+    monkeypatch.setattr(local_fit, "_scored_squares", counting)
+    rng = np.random.default_rng(6)
+    rows, sw = np.arange(400), np.full(400, 1.0 / 400)
+    held = np.arange(0, 400, 3)
+    keys, _ = _line_keys(400, rng, 1.0)
+    same = choose_readout(keys, rows, sw, "linear", scored=[held], held_out=True)
+    # The fitted width, then twice it, which does worse: no further width.
+    assert same.width == 1 and len(read) == 2
+    read.clear()
+    keys, _ = _line_keys(400, rng, 40.0)
+    wide = choose_readout(keys, rows, sw, "linear", scored=[held], held_out=True)
+    # Every width up to the chosen one, and one more where that is not the
+    # widest.
+    widths = (1, *WIDER)
+    assert len(read) == min(widths.index(wide.width) + 2, len(widths))
+
+
 def test_the_chosen_width_divides_the_projection(monkeypatch):
     """With the same draws, a fit that may widen its kernel reports the
     projection of the fit that may not, divided by the chosen width, and

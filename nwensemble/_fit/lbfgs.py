@@ -53,7 +53,12 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
 
     A solver (see ``SolverResult``). The objective is ``objective`` with
     ``config.diversity``, minimised over each row of ``W`` as a scale times
-    a direction (``row_scales.RowScales``) when ``config.row_scales``.
+    a direction (``row_scales.RowScales``) when ``config.row_scales``. One
+    head on more than ``2 * COARSE_SIZE`` rows is fitted on a subsample
+    first, then refined on all rows, except where ``config.feature_slopes``
+    continues it (``feature_slopes.continue_with_slopes``) on the rows
+    ``Xs`` (a ``Design``) with numeric features: that continuation is then
+    the refinement.
     """
     if config.max_iter == 0:
         return SolverResult(W0, 0, 0, [], False)
@@ -81,9 +86,15 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
         monitor.start(params.start)
 
     stages = []
-    if config.n_heads == 1 and train[0].shape[0] > 2 * COARSE_SIZE:
+    coarse = config.n_heads == 1 and train[0].shape[0] > 2 * COARSE_SIZE
+    if coarse:
         stages.append(("subsample ", subsample(*train, COARSE_SIZE, rng=rng, xp=xp)))
-    stages.append(("", train))
+    # A member that learns feature slopes (of numeric features) refines on
+    # all rows in their continuation, the projection and the slopes fitted
+    # together from the subsample's fit: a refinement without the slopes
+    # first would be a phase the continuation repeats.
+    if not (coarse and config.feature_slopes and Xs.numeric.shape[1] > 0):
+        stages.append(("", train))
 
     theta, n_iter, n_fev, curve, at_max_iter = params.start, 0, 0, [], False
     for label, (Xst, Yst, swt) in stages:
@@ -115,11 +126,10 @@ def fit_lbfgs(config, W0, Xs, Ys, sw, *, rng, xp):
         if monitor is not None:
             monitor.reset_patience()
         max_iter, tol = config.max_iter, config.tol
-        if len(stages) > 1:
-            if label:  # the subsample only has to bring W near the optimum
-                tol = tol * _COARSE_TOL_FACTOR
-            else:
-                max_iter = min(max_iter, _REFINE_MAX_ITER)
+        if label:  # the subsample only has to bring W near the optimum
+            tol = tol * _COARSE_TOL_FACTOR
+        elif len(stages) > 1:
+            max_iter = min(max_iter, _REFINE_MAX_ITER)
         result = run.run(theta, max_iter=max_iter, tol=tol)
         # The refinement's own cap is not the user's max_iter: nothing to warn
         # about (a ConvergenceWarning would say "increase max_iter").

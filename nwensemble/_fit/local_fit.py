@@ -125,11 +125,12 @@ def choose_readout(
 
     With ``held_out`` (``scored`` are rows held out of the projections'
     fit, for every member), the fits are also read with the kernels
-    ``WIDER`` times wider than the fitted one, and the width is chosen with
-    the readout by the same error; the leave-one-out error of the rows the
-    projections were fitted to favours their own width, so without held-out
-    rows the fitted width stays; so it does with ``widens`` False (a solver
-    that chose the width on those rows itself).
+    ``WIDER`` times wider than the fitted one (in order, up to the first
+    whose least error is not below the narrower width's), and the width is
+    chosen with the readout by the same error; the leave-one-out error of
+    the rows the projections were fitted to favours their own width, so
+    without held-out rows the fitted width stays; so it does with
+    ``widens`` False (a solver that chose the width on those rows itself).
 
     Every candidate reads the same attention sums, taken in one pass at
     each width (the widest layout's, a local quadratic's where there is
@@ -164,11 +165,20 @@ def choose_readout(
         squares = _scored_squares(options, keys, rows, scoring)
     picks = _picks(families, scoring, squares, 1)
     if held_out and widens:
-        # The wider kernels are read only for their errors.
+        # The wider kernels are read only for their errors, from the
+        # narrowest, while each width's least error falls below the one
+        # before: once a wider kernel does worse, a wider one still blurs
+        # more of what the narrower ones resolve.
+        narrower = min(picks, key=_error_key)
         for wider in WIDER:
             wide = dataclasses.replace(keys, Z=keys.Z / wider)
             squares = _scored_squares(options, wide, rows, scoring)
-            picks += _picks(families, scoring, squares, wider)
+            at_width = _picks(families, scoring, squares, wider)
+            picks += at_width
+            best = min(at_width, key=_error_key)
+            if _error_key(best) >= _error_key(narrower):
+                break
+            narrower = best
     pick = _decide(picks, scoring)
     chosen = [options[o] for o in pick.options]
     keys = dataclasses.replace(keys, Z=keys.Z / pick.width)
