@@ -239,13 +239,17 @@ class Readout:
         reads them all)."""
         dtype = num.dtype
         moments = self._moments(num, self.design(Qh, xp=xp), xp=xp)
-        ridge = xp.asarray(ridges, dtype=xp.float64, device=device(num))
-        shift = ridge[:, None] * moments.spread[None, :] + moments.floor[None, :]
-        A = moments.cov[None, ...] + shift[:, :, None, None] * moments.eye
         rhs = xp.permute_dims(moments.cross, (0, 2, 1))  # (m, d, t)
-        slope = xp.linalg.solve(A, xp.broadcast_to(rhs, (ridge.shape[0], *rhs.shape)))
-        off = moments.off[None, :, :, None]
-        estimate = moments.ybar[None, ...] + xp.sum(off * slope, axis=2)
+        off = moments.off[:, :, None]
+        estimates = []
+        # One ridge at a time: the same solves as one batch over the ridges,
+        # without a copy of the right-hand sides per ridge.
+        for ridge in ridges:
+            shift = ridge * moments.spread + moments.floor
+            A = moments.cov + shift[:, None, None] * moments.eye
+            slope = xp.linalg.solve(A, rhs)
+            estimates.append(moments.ybar + xp.sum(off * slope, axis=1))
+        estimate = xp.stack(estimates)
         return self._clip(xp.astype(estimate, dtype), xp=xp)
 
     def _moments(self, num, q, *, xp):
