@@ -157,9 +157,9 @@ local_fit : {'auto', 'linear', 'quadratic', 'constant'}, default='auto'
     exactly; see the user guide). Where held-out rows score it (early
     stopping, L-BFGS), the fits are also tried through kernels 2, 4 and 8
     times wider than the fitted one (until one does worse than the
-    narrower), and the chosen factor divides the
-    projections (``components_``); Adam keeps the width its own final
-    factor chose on those rows. The projections are learned for the
+    narrower), and the chosen factor divides the projections
+    (``components_``); Adam keeps the width its own final factor chose on
+    those rows. The projections are learned for the
     weighted mean either way; ``local_ridge_`` is the ridge chosen and
     ``local_fit_`` the kind.""",
     "feature_slopes": """\
@@ -171,12 +171,11 @@ feature_slopes : bool, default=False
     its fit (on at most 4096 of its training rows, stopped on the rows it
     held out or, where it held none out, on a fifth of those rows; from
     the subsample's fit where one head's fit runs coarse to fine, in
-    place of its refinement on all rows); by
-    Adam, within its minibatch steps (``solver``). The map is then applied
-    for every member, at fit and at prediction. A slope steep where the
-    target jumps sets the rows on either side apart, as a tree's split
-    does, so that a kernel of fixed width no longer averages across the
-    jump. ``components_`` are then in the mapped features' units. The
+    place of its refinement on all rows); by Adam, within its minibatch
+    steps (``solver``). The map is then applied for every member, at fit
+    and at prediction. A slope steep where the target jumps sets the rows
+    on either side apart, as a tree's split does, so that a kernel of
+    fixed width no longer averages across the jump. ``components_`` are then in the mapped features' units. The
     continuation adds to the fit's time; the user guide's "Feature slopes"
     has what it costs and buys.""",
     "run": """\
