@@ -27,12 +27,8 @@ from nwensemble._fit.column_types import categorical_mask
 from nwensemble._fit.config import progress
 from nwensemble._fit.early_stopping import EARLY_STOPPING_MIN_ROWS
 from nwensemble._fit.null_key import fit_null_key_heads
-from nwensemble._fit.target_maps import (
-    TargetMaps,
-    cross_fitted_maps,
-    maps_promise,
-    paired_gain_is_clear,
-)
+from nwensemble._fit.paired_rule import paired_gain_is_clear
+from nwensemble._fit.target_maps import TargetMaps, cross_fitted_maps, maps_promise
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._predict.intervals import absolute_residual_bounds, interval_alpha
 from nwensemble._shared.backend import (

@@ -9,7 +9,10 @@ import pytest
 from numpy.testing import assert_allclose
 
 from nwensemble import MultiHeadNWRegressor, NWAttentionRegressor
+from nwensemble._fit import feature_slopes
 from nwensemble._fit.feature_slopes import (
+    FINE_BINS,
+    FINE_MAX_LOG_SLOPE,
     MAX_LOG_SLOPE,
     N_BINS,
     FeatureSlopes,
@@ -268,3 +271,47 @@ def test_only_the_first_member_learns_slopes(monkeypatch):
         random_state=0,
     ).fit(X, y)
     assert len(calls) == 1
+
+
+def _corner_table(n, seed):
+    """A target that jumps where three features are all positive (a corner
+    of the cube that blurs across the coarse bins at its edges), plus a
+    slope along a fourth."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, 4))
+    f = 2.0 * np.all(X[:, :3] > 0, axis=1) + 0.5 * X[:, 3]
+    return X, f + 0.3 * f.std() * rng.standard_normal(n)
+
+
+def test_a_corner_takes_the_fine_map_and_a_smooth_target_the_coarse():
+    """The finer map is kept where the held-out rows clearly prefer it (a
+    jump the coarse slopes press their bound against), not where the
+    target is smooth."""
+    X, y = _corner_table(1500, 0)
+    corner = NWAttentionRegressor(feature_slopes=True, random_state=0).fit(X, y)
+    slope = corner.predictor_.features.slopes.slope
+    assert slope.shape == (4, FINE_BINS)
+    # The slopes of a float32 loss, read back in float64.
+    assert np.all(np.abs(np.log(slope)) <= FINE_MAX_LOG_SLOPE + 1e-6)
+    rng = np.random.default_rng(1)
+    smooth = np.sin(2.0 * X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(1500)
+    flat = NWAttentionRegressor(feature_slopes=True, random_state=0).fit(X, smooth)
+    assert flat.predictor_.features.slopes.slope.shape == (4, N_BINS)
+
+
+def test_the_fine_map_is_not_tried_above_its_rows(monkeypatch):
+    """Continuations on more rows than ``FINE_MAX_ROWS`` keep the coarse
+    map, and never fit the fine one."""
+    fitted_bins = []
+    identity = feature_slopes.identity_slopes
+
+    def recording(N, sw, *, xp, n_bins=N_BINS):
+        fitted_bins.append(n_bins)
+        return identity(N, sw, xp=xp, n_bins=n_bins)
+
+    monkeypatch.setattr(feature_slopes, "identity_slopes", recording)
+    monkeypatch.setattr(feature_slopes, "FINE_MAX_ROWS", 100)
+    X, y = _corner_table(1500, 0)
+    model = NWAttentionRegressor(feature_slopes=True, random_state=0).fit(X, y)
+    assert model.predictor_.features.slopes.slope.shape == (4, N_BINS)
+    assert fitted_bins == [N_BINS]

@@ -15,8 +15,12 @@ The slopes start at 1 and move together with the fitted head's projection
 (its ``W``, embedding rows included) on the same leave-one-out loss, stopped
 on rows held out of both. Each slope stays within ``exp(+-MAX_LOG_SLOPE)``:
 unbounded, the slope between two of a discrete feature's few values can
-grow without limit and the head then reads noise. The user guide's "Feature slopes"
-has the figures.
+grow without limit and the head then reads noise. Where some slope ends at
+that bound (the fit wanted a steeper or flatter one) on a continuation of
+at most ``FINE_MAX_ROWS`` rows, a finer map (``FINE_BINS`` bins, within
+``exp(+-FINE_MAX_LOG_SLOPE)``) is continued too, from the same start, and
+kept only where the held-out rows predict clearly better with it
+(``paired_rule``). The user guide's "Feature slopes" has the figures.
 """
 
 # Authors: The nwensemble developers
@@ -30,10 +34,15 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from nwensemble._fit.early_stopping import EarlyStopping, heldout_loss
+from nwensemble._fit.early_stopping import (
+    EarlyStopping,
+    heldout_loss,
+    heldout_residuals,
+)
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z
+from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.precision import loss_rows
-from nwensemble._fit.solvers import AUTO_ADAM_ROWS_HEADS
+from nwensemble._fit.solvers import AUTO_ADAM_ROWS, AUTO_ADAM_ROWS_HEADS
 from nwensemble._shared import numba_slopes
 from nwensemble._shared.backend import device, namespace_of, to_numpy
 from nwensemble._shared.rows import take_rows
@@ -42,6 +51,18 @@ from nwensemble._shared.rows import take_rows
 N_BINS = 8
 # Each slope within exp(+-MAX_LOG_SLOPE) of the identity's.
 MAX_LOG_SLOPE = 1.0
+# The finer map a continuation also fits, and keeps only where its held-out
+# rows predict clearly better (``paired_rule``): bins narrow enough, and
+# slopes steep enough, to set apart the rows on the two sides of a jump
+# that falls inside a coarse bin. Where the target is smooth the finer map
+# reads more noise, and the held-out rows keep the coarse one.
+FINE_BINS = 32
+FINE_MAX_LOG_SLOPE = 2.0
+# ... where some coarse slope ended at its bound, on continuations of at
+# most as many rows as one head's full-batch fit takes (above, one head
+# fits by Adam): a second continuation costs a large table's fit more
+# than its steps can repay.
+FINE_MAX_ROWS = AUTO_ADAM_ROWS
 # The continuation is a full-batch L-BFGS fit: on at most as many rows as
 # the heads' own full-batch fits take (solver='auto' takes minibatches for
 # several heads above them). It is stopped on at most MAX_HELDOUT_ROWS
@@ -116,11 +137,11 @@ def _mapped(start, ramps, slope):
     return out
 
 
-def identity_slopes(N, sw, *, xp):
-    """``FeatureSlopes`` at the identity (slopes 1), knots at the quantiles
-    of the rows of positive weight of ``N``."""
+def identity_slopes(N, sw, *, xp, n_bins=N_BINS):
+    """``FeatureSlopes`` at the identity (slopes 1), knots at the ``n_bins +
+    1`` quantiles of the rows of positive weight of ``N``."""
     N_np = to_numpy(N).astype(np.float64)[to_numpy(sw) > 0]
-    knots = np.quantile(N_np, np.linspace(0.0, 1.0, N_BINS + 1), axis=0).T
+    knots = np.quantile(N_np, np.linspace(0.0, 1.0, n_bins + 1), axis=0).T
     dev = device(N)
     low = xp.asarray(knots[:, :-1], dtype=N.dtype, device=dev)
     width = xp.asarray(np.diff(knots, axis=1), dtype=N.dtype, device=dev)
@@ -146,35 +167,53 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     if train_rows is None:
         return None
     Xt, Yt, swt = take_rows(X, Y, sw, train_rows, xp=xp)
-    identity = identity_slopes(Xt.numeric, swt, xp=xp)
     # The loss in the dtype the heads' own fits evaluate it in.
     n_rows = Xt.shape[0]
-    Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp)
+    Xl, Yl, swl = loss_rows(Xt, Yt, swt, xp=xp)
     heldout = loss_rows(*take_rows(X, Y, sw, val_rows, xp=xp), xp=xp, n_rows=n_rows)
     W0 = np.asarray(fitted.W, dtype=np.float64)
-    train = SlopesObjective(
-        identity.astype(Xt.dtype),
-        Xt,
-        Yt,
-        swt,
-        W0.shape,
-        kernel=config.kernel,
-        n_heads=config.n_heads,
-        diversity=fitted.diversity,
-    )
-    theta = np.concatenate([W0.ravel(), np.zeros(p * N_BINS)])
-    theta = _minimised(train, theta, heldout, config)
+    fits = []
+    for n_bins, bound in ((N_BINS, MAX_LOG_SLOPE), (FINE_BINS, FINE_MAX_LOG_SLOPE)):
+        if fits and not (
+            n_rows <= FINE_MAX_ROWS and _presses_bound(fits[0][2][W0.size :])
+        ):
+            break
+        identity = identity_slopes(Xt.numeric, swt, xp=xp, n_bins=n_bins)
+        train = SlopesObjective(
+            identity.astype(Xl.dtype),
+            Xl,
+            Yl,
+            swl,
+            W0.shape,
+            kernel=config.kernel,
+            n_heads=config.n_heads,
+            diversity=fitted.diversity,
+        )
+        theta = np.concatenate([W0.ravel(), np.zeros(p * n_bins)])
+        theta = _minimised(train, theta, heldout, config, bound=bound)
+        fits.append((identity, train, theta))
+    identity, train, theta = fits[0]
+    if len(fits) > 1:
+        swq = to_numpy(heldout[2]).astype(np.float64)
+        coarse, fine = (fit[1].heldout_errors(fit[2], *heldout) for fit in fits)
+        if paired_gain_is_clear(coarse, fine, swq):
+            identity, train, theta = fits[1]
     W, slope = train.split(theta)
     slopes = dataclasses.replace(identity, slope=xp.astype(slope, identity.low.dtype))
     return slopes, to_numpy(W).astype(np.float64)
 
 
-def _minimised(objective, theta, heldout, config):
+def _presses_bound(log_slope):
+    """Whether some of the coarse map's log-slopes ended at their bound: the
+    fit wanted a slope steeper (or flatter) than it may take."""
+    return bool(np.any(np.abs(log_slope) >= MAX_LOG_SLOPE * (1.0 - 1e-6)))
+
+
+def _minimised(objective, theta, heldout, config, *, bound=MAX_LOG_SLOPE):
     """L-BFGS-B on ``objective`` from ``theta`` for at most
-    ``config.max_iter`` iterations, the log-slopes within
-    ``+-MAX_LOG_SLOPE``: the iterate that predicts the ``heldout`` rows
-    ``(X, Y, sw)`` best (stopped after ``config.n_iter_no_change``
-    iterations without a gain)."""
+    ``config.max_iter`` iterations, the log-slopes within ``+-bound``: the
+    iterate that predicts the ``heldout`` rows ``(X, Y, sw)`` best (stopped
+    after ``config.n_iter_no_change`` iterations without a gain)."""
     monitor = EarlyStopping(
         lambda theta: objective.heldout_loss(theta, *heldout),
         patience=config.n_iter_no_change,
@@ -187,7 +226,7 @@ def _minimised(objective, theta, heldout, config):
             raise StopIteration
 
     n_w = int(np.prod(objective.shape))
-    c = MAX_LOG_SLOPE
+    c = bound
     minimize(
         objective.loss_and_grad,
         theta,
@@ -263,6 +302,22 @@ class SlopesObjective:
         dN = G @ W[: X.numeric.shape[1], :].T
         grad_s = self.identity.ramp_sums(self.X.numeric, dN)
         return loss, X.backproject(G), grad_s * slope
+
+    def heldout_errors(self, theta, Xq, Yq, swq):
+        """Each of the rows ``Xq``'s squared error (summed over the outputs;
+        float64 NumPy) predicted from the objective's rows at ``theta``."""
+        W, slope = self.split(theta)
+        R = heldout_residuals(
+            W,
+            self.mapped(Xq, slope),
+            Yq,
+            self.mapped(self.X, slope),
+            self.Y,
+            self.sw,
+            kernel=self.kernel,
+            n_heads=self.n_heads,
+        )
+        return np.sum(to_numpy(R).astype(np.float64) ** 2, axis=1)
 
     def heldout_loss(self, theta, Xq, Yq, swq):
         """The weighted MSE of the rows ``Xq`` predicted from the

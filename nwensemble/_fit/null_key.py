@@ -34,7 +34,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from nwensemble._fit.early_stopping import EarlyStopping
-from nwensemble._fit.target_maps import paired_gain_is_clear
+from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._shared.attention import (
     attention_logits,
     chunk_rows,

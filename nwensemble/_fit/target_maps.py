@@ -12,12 +12,11 @@ rows), so that no row's map holds its own target.
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import math
-
 import numpy as np
 
 from nwensemble._fit.early_stopping import heldout_residuals
 from nwensemble._fit.engine import scaled_targets
+from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.start import (
     _SCALE_GRID,
     _SCALE_SEARCH_SIZE,
@@ -37,10 +36,6 @@ MAP_FOLDS = 5
 # Folds of the check whether the maps pay (as the start's check of its
 # per-feature scales).
 CHECK_FOLDS = 4
-# The maps pay where they lower the held-out rows' mean squared error by
-# more than this many standard errors of the rows' paired differences (the
-# usual two: a pick between two starts that predict alike is a coin flip).
-PAIRED_STANDARD_ERRORS = 2.0
 
 
 class TargetMaps:
@@ -141,11 +136,11 @@ def maps_promise(X, M, Y, sw, *, rng):
     where that lowers the loss), fitted on three quarters of the subsample
     and scored on the fourth, for each quarter; the maps pay where they
     lower the rows' weighted mean squared error by more than
-    ``PAIRED_STANDARD_ERRORS`` standard errors of the rows' differences. A
-    feature along which the target jumps gets a map that separates the two
-    sides of the jump; maps that carry nothing the features do not (a
-    smooth target's) leave the two starts predicting alike, and then the
-    features alone are kept.
+    ``paired_rule.PAIRED_STANDARD_ERRORS`` standard errors of the rows'
+    differences. A feature along which the target jumps gets a map that
+    separates the two sides of the jump; maps that carry nothing the
+    features do not (a smooth target's) leave the two starts predicting
+    alike, and then the features alone are kept.
     """
     positive = np.flatnonzero(sw > 0)
     rows = positive
@@ -160,21 +155,6 @@ def maps_promise(X, M, Y, sw, *, rng):
     folds = np.array_split(rng.permutation(rows.size), CHECK_FOLDS)
     alone, mapped = (_start_heldout_errors(Z, Ys, w, folds) for Z in (features, both))
     return paired_gain_is_clear(alone, mapped, w)
-
-
-def paired_gain_is_clear(before, after, w, *, standard_errors=PAIRED_STANDARD_ERRORS):
-    """Whether the rows' squared errors ``after`` are lower than ``before``
-    (the same rows) by more than ``standard_errors`` standard errors of
-    their weighted mean difference (weights ``w``, any scale)."""
-    total = float(np.sum(w))
-    if before.size < 2 or total <= 0:
-        return False
-    w = w / total
-    gain = before - after
-    mean = float(w @ gain)
-    spread = float(w @ (gain - mean) ** 2)
-    standard_error = math.sqrt(spread * float(w @ w))
-    return mean > standard_errors * standard_error
 
 
 def _standardised(X, w):
