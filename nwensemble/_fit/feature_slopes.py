@@ -156,9 +156,12 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     codes) with scaled targets ``Y`` and weights ``sw``. The continuation
     fits on at most ``MAX_ROWS`` of the rows the head was fitted on and is
     stopped on at most ``MAX_HELDOUT_ROWS`` of those it held out (else on
-    ``HELDOUT_FRACTION`` of the continuation's rows). Returns the
-    ``FeatureSlopes`` and the projection (float64 NumPy), or None where
-    there are too few rows or iterations to fit them.
+    ``HELDOUT_FRACTION`` of the continuation's rows). The coarse map
+    (``N_BINS``) is fitted first; where the finer one (``FINE_BINS``) is
+    tried too (see the module's docstring), it replaces the coarse one only
+    where those held-out rows' squared errors are clearly lower with it.
+    Returns the ``FeatureSlopes`` and the projection (float64 NumPy), or
+    None where there are too few rows or iterations to fit them.
     """
     p = X.numeric.shape[1]
     if config.max_iter == 0 or p == 0:
