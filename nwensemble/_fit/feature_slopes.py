@@ -34,11 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from nwensemble._fit.early_stopping import (
-    EarlyStopping,
-    heldout_loss,
-    heldout_residuals,
-)
+from nwensemble._fit.early_stopping import EarlyStopping, heldout_residuals
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z
 from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.precision import loss_rows
@@ -197,9 +193,9 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
         fits.append((identity, train, theta))
     identity, train, theta = fits[0]
     if len(fits) > 1:
-        swq = to_numpy(heldout[2]).astype(np.float64)
-        coarse, fine = (fit[1].heldout_errors(fit[2], *heldout) for fit in fits)
-        if paired_gain_is_clear(coarse, fine, swq):
+        Xq, Yq, swq = heldout
+        coarse, fine = (fit.heldout_errors(at, Xq, Yq) for _, fit, at in fits)
+        if paired_gain_is_clear(coarse, fine, to_numpy(swq).astype(np.float64)):
             identity, train, theta = fits[1]
     W, slope = train.split(theta)
     slopes = dataclasses.replace(identity, slope=xp.astype(slope, identity.low.dtype))
@@ -306,11 +302,11 @@ class SlopesObjective:
         grad_s = self.identity.ramp_sums(self.X.numeric, dN)
         return loss, X.backproject(G), grad_s * slope
 
-    def heldout_errors(self, theta, Xq, Yq, swq):
-        """Each of the rows ``Xq``'s squared error (summed over the outputs;
-        float64 NumPy) predicted from the objective's rows at ``theta``."""
+    def _heldout_residuals(self, theta, Xq, Yq):
+        """The residuals of the rows ``Xq`` predicted from the objective's
+        rows at ``theta``, both mapped by its slopes."""
         W, slope = self.split(theta)
-        R = heldout_residuals(
+        return heldout_residuals(
             W,
             self.mapped(Xq, slope),
             Yq,
@@ -320,23 +316,19 @@ class SlopesObjective:
             kernel=self.kernel,
             n_heads=self.n_heads,
         )
+
+    def heldout_errors(self, theta, Xq, Yq):
+        """Each of the rows ``Xq``'s squared error (summed over the outputs;
+        float64 NumPy) predicted from the objective's rows at ``theta``."""
+        R = self._heldout_residuals(theta, Xq, Yq)
         return np.sum(to_numpy(R).astype(np.float64) ** 2, axis=1)
 
     def heldout_loss(self, theta, Xq, Yq, swq):
         """The weighted MSE of the rows ``Xq`` predicted from the
-        objective's rows at ``theta``."""
-        W, slope = self.split(theta)
-        return heldout_loss(
-            W,
-            self.mapped(Xq, slope),
-            Yq,
-            swq,
-            self.mapped(self.X, slope),
-            self.Y,
-            self.sw,
-            kernel=self.kernel,
-            n_heads=self.n_heads,
-        )
+        objective's rows at ``theta`` (``early_stopping.heldout_loss``)."""
+        xp, _ = namespace_of(self.Y)
+        R = self._heldout_residuals(theta, Xq, Yq)
+        return float(xp.sum(swq * xp.sum(R * R, axis=1)))
 
 
 class JointSlopes:
