@@ -167,7 +167,7 @@ feature_slopes : bool, default=False
     Whether each numeric feature (after ``standardize``'s map) also goes
     through a learned monotone piecewise-linear map: a slope per quantile
     bin (8 bins), within ``exp(+-1)`` (where a slope ends at that bound on
-    at most 2048 rows, 32 bins within ``exp(+-2)`` are tried too and kept
+    at most 2048 rows, 64 bins within ``exp(+-3)`` are tried too and kept
     where the held-out rows clearly gain), learned together with the first
     member's projection (from slopes 1): by L-BFGS, as a continuation of
     its fit (on at most 4096 of its training rows, stopped on the rows it

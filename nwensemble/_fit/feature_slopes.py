@@ -52,8 +52,8 @@ MAX_LOG_SLOPE = 1.0
 # slopes steep enough, to set apart the rows on the two sides of a jump
 # that falls inside a coarse bin. Where the target is smooth the finer map
 # reads more noise, and the held-out rows keep the coarse one.
-FINE_BINS = 32
-FINE_MAX_LOG_SLOPE = 2.0
+FINE_BINS = 64
+FINE_MAX_LOG_SLOPE = 3.0
 # ... where some coarse slope ended at its bound, on continuations of at
 # most as many rows as one head's full-batch fit takes (above, one head
 # fits by Adam): a second continuation costs a large table's fit more
