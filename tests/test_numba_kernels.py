@@ -40,6 +40,46 @@ def test_exp_is_within_a_few_ulps_over_the_logits_range(dtype, ulps):
     assert np.all(compiled.exp_array(below, np.empty_like(below)) == 0.0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_derivatives_in_the_scores_are_never_subnormal(dtype):
+    """The training passes' derivatives in the scores (``pair_gradient``,
+    ``gradient_block``) flush products below the smallest normal number to
+    zero, and keep every normal one as it is."""
+    tiny = np.finfo(dtype).tiny
+    low = -87.0 if dtype == np.float32 else -708.0
+    rng = np.random.default_rng(0)
+    n = 16
+    # Scores within 12 of the exp's lowest, factors log-uniform from 1e-6
+    # to 1: many products fall below the smallest normal number, many stay
+    # above.
+    scores = rng.uniform(low, low + 12.0, (1, n, n)).astype(dtype)
+    L = np.exp(rng.uniform(-14.0, 0.0, (1, 2, n))).astype(dtype)
+    R = np.exp(rng.uniform(-14.0, 0.0, (2, n))).astype(dtype)
+    G = compiled.pair_gradient(scores.copy(), 0, 0, L, R, False)
+    E = compiled.exp_array(scores.ravel(), np.empty(n * n, dtype=dtype))
+    E = E.reshape(1, n, n)
+    f = np.einsum("ki,kj->ij", L[0], R) + np.einsum("ki,kj->ij", R, L[0])
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+    exact = np.where(upper, E[0].astype(np.float64) * f, 0.0)
+    normal = np.abs(exact) >= tiny
+    assert np.any(normal) and np.any(upper & ~normal & (exact != 0.0))
+    assert np.all((G[0] == 0.0) | (np.abs(G[0]) >= tiny))
+    assert np.all(G[0][~normal] == 0.0)
+    assert_allclose(G[0][normal], exact[normal], rtol=10 * np.finfo(dtype).eps)
+
+    A = np.exp(rng.uniform(-14.0, 0.0, (1, n, 1))).astype(dtype)
+    c = np.zeros((1, n), dtype=dtype)
+    YT = np.ones((1, n), dtype=dtype)
+    colsum = np.zeros((1, n), dtype=dtype)
+    G = compiled.gradient_block(E.copy(), A, c, YT, colsum)
+    exact = E[0].astype(np.float64) * A[0]
+    normal = np.abs(exact) >= tiny
+    assert np.any(normal) and np.any(~normal & (exact != 0.0))
+    assert np.all(G[0][~normal] == 0.0)
+    assert_allclose(G[0][normal], exact[normal], rtol=10 * np.finfo(dtype).eps)
+    assert np.all((colsum == 0.0) | (np.abs(colsum) >= tiny))
+
+
 def test_exp_tile_zeroes_the_left_out_keys():
     rng = np.random.default_rng(0)
     A = -rng.uniform(0, 5, (4, 10))
