@@ -287,6 +287,24 @@ def test_std_interval_coverage_of_f_star():
     assert 0.80 <= coverage <= 0.99
 
 
+def test_noise_level_from_every_kth_row(monkeypatch):
+    """Above ``NOISE_ROWS`` rows the noise level's denominator is the mean
+    over every k-th row: within a percent of the one over all rows, and
+    the predictions the same."""
+    from nwensemble._predict import combination
+
+    X, y = make_friedman1(n_samples=900, noise=1.0, random_state=0)
+    model = NWAttentionRegressor(random_state=0)
+    monkeypatch.setattr(combination, "NOISE_ROWS", 10**9)
+    every = model.fit(X, y)
+    exact, pred = every.predictor_.combination.noise_std, every.predict(X[:20])
+    monkeypatch.setattr(combination, "NOISE_ROWS", 100)
+    sampled = model.fit(X, y)
+    assert not np.array_equal(sampled.predictor_.combination.noise_std, exact)
+    assert_allclose(sampled.predictor_.combination.noise_std, exact, rtol=0.01)
+    assert_allclose(sampled.predict(X[:20]), pred, rtol=0, atol=0)
+
+
 def test_std_multi_output_and_noise_scale():
     """std has y's shape; the noise estimate tracks the true noise level."""
     rng = np.random.default_rng(1)

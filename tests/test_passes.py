@@ -354,3 +354,33 @@ def test_tiles_read_a_local_linear_readout_as_the_blocks_do(
     # The lines are not the weighted means.
     means = BlockPasses(dataclasses.replace(keys, readout=Readout())).estimates(Q)
     assert np.abs(pairs[0][0] - means).max() > 10 * rtol * np.abs(means).max()
+
+
+def test_the_sums_of_some_rows_give_their_spread(monkeypatch):
+    """``sums_at`` keeps the sums of some of the left-out rows, each new
+    tile stable where one of its rows came from a stable tile (a row far
+    from every other key), and the local lines' spread from those sums is
+    the spread of those rows."""
+    _small_tiles(monkeypatch)
+    _, Z, Y, sw, _ = _heads_problem()
+    Z = Z.copy()
+    Z[7] += 40.0
+    keys = _local_linear_keys(Z, Y, sw, 3)
+    tiles, blocks = keys.passes(), BlockPasses(keys)
+    rows = np.arange(25)
+    sums = tiles.head_sums(None, loo_rows=rows)
+    assert sums.stable_tiles == (False, True, False, False, False, False, False)
+    positions = np.array([1, 6, 7, 12, 20, 24])
+    taken = tiles.sums_at(sums, positions)
+    assert taken.stable_tiles == (True, False)
+    for got, expected in zip(taken.nums, sums.nums):
+        assert_allclose(got, expected[positions], rtol=0, atol=0)
+    alpha = [0.5, 0.2, 0.3]
+    pairs = zip(
+        tiles.estimates_and_squared_spread(
+            None, alpha, loo_rows=rows[positions], sums=taken
+        ),
+        blocks.estimates_and_squared_spread(None, alpha, loo_rows=rows[positions]),
+    )
+    for got, expected in pairs:
+        assert_allclose(got, expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())

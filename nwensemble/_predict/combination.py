@@ -15,6 +15,10 @@ from nwensemble._shared.backend import device, fill_masked, namespace_of, to_num
 from nwensemble._shared.duplicates import blend, fit_duplicate_weight
 from nwensemble._shared.scaling import power_of_two_scale
 
+# Rows of positive weight, at most, whose squared spreads estimate the
+# noise level's denominator.
+NOISE_ROWS = 512
+
 
 @dataclass(frozen=True, eq=False)
 class HeadCombination:
@@ -91,11 +95,7 @@ def combine_heads(keys, loo, head_weights, *, duplicates, duplicate_weight, held
         )
         prediction = blend(prediction, M, found, rho, xp=xp)
         held = prediction if R_held is R else blend(held, M, found, rho, xp=xp)
-    _, sq = keys.passes().estimates_and_squared_spread(
-        None, weights, loo_rows=idx, sums=loo.sums
-    )
-    spread = to_numpy(sq).astype(np.float64)
-    sigma2 = (sw @ (R * R)) / (sw @ (1.0 + spread))
+    sigma2 = (sw @ (R * R)) / _variance_factor(keys, weights, rows_np, loo, positive)
     kept = xp.asarray(positive, device=dev)
     calibration = Calibration(
         rows_np[positive],
@@ -112,6 +112,31 @@ def combine_heads(keys, loo, head_weights, *, duplicates, duplicate_weight, held
         duplicate_weight=rho,
     )
     return combination, _on_all_rows(prediction, rows_np, Y)
+
+
+def _variance_factor(keys, weights, rows_np, loo, positive):
+    """``sum_i sw_i (1 + sum_j v_ij^2)`` over the statistics' rows
+    ``rows_np``: the denominator of ``sigma^2`` (see ``combine_heads``).
+
+    Each row's squared spread is a pass over every key. Above
+    ``NOISE_ROWS`` rows of positive weight, every ``k``-th of them (``k``
+    the least that leaves at most ``NOISE_ROWS``) stands for all: their
+    weighted mean of ``1 + sum_j v_ij^2``, scaled to all the weight. Its
+    sampling error is far below that of the residuals' sum it divides.
+    """
+    sw = loo.sw
+    passes = keys.passes()
+    step = -(-positive.shape[0] // NOISE_ROWS)
+    at, sums = slice(None), loo.sums
+    if step > 1:
+        at = positive[::step]
+        sums = None if sums is None else passes.sums_at(sums, at)
+    xp, dev = namespace_of(keys.Y)
+    _, sq = passes.estimates_and_squared_spread(
+        None, weights, loo_rows=xp.asarray(rows_np[at], device=dev), sums=sums
+    )
+    factor = sw[at] @ (1.0 + to_numpy(sq).astype(np.float64))
+    return factor if step == 1 else factor * (sw.sum() / sw[at].sum())
 
 
 def _copies_blend(duplicates, rows, Y, Y_rows, prediction, sw, duplicate_weight):

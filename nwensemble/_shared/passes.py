@@ -16,8 +16,10 @@ loop over the heads' attention (intervals, attention weights), goes through
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import numpy as np
+
 from nwensemble._shared.attention import chunk_rows
-from nwensemble._shared.backend import device
+from nwensemble._shared.backend import device, namespace_of
 
 
 def iter_head_attention(Q, keys, *, n_blocks=2, loo_rows=None):
@@ -206,6 +208,26 @@ class HeadSums:
     fallback: Any
     stable_tiles: Optional[tuple] = None
 
+    def take(self, positions, *, tile=None):
+        """The sums of the queries at ``positions`` (sorted NumPy integers),
+        in that order. ``stable_tiles`` then counts tiles of ``tile`` of
+        those queries, each stable where one of its queries lay in a stable
+        tile; None where ``tile`` is None or there were none."""
+        xp, dev = namespace_of(self.fallback)
+        at = xp.asarray(positions, device=dev)
+        stable = None
+        if tile is not None and self.stable_tiles is not None:
+            was = np.asarray(self.stable_tiles, dtype=bool)[positions // tile]
+            stable = tuple(
+                bool(np.any(was[r0 : r0 + tile])) for r0 in range(0, was.size, tile)
+            )
+        return HeadSums(
+            [xp.take(a, at, axis=0) for a in self.nums],
+            [xp.take(a, at, axis=0) for a in self.queries],
+            xp.take(self.fallback, at, axis=1),
+            stable,
+        )
+
 
 class BlockPasses:
     """The passes over ``keys`` (a ``Keys``), in blocks of
@@ -260,6 +282,11 @@ class BlockPasses:
             preds.append(est)
             sq.append(xp.sum(V * V, axis=1))
         return concat_rows(preds, xp=xp), concat_rows(sq, xp=xp)
+
+    def sums_at(self, sums, positions):
+        """``sums`` (this object's ``head_sums``) of the queries at
+        ``positions`` only (see ``HeadSums.take``)."""
+        return sums.take(positions)
 
     def head_sums(self, Q, *, loo_rows=None):
         """Every head's attention sums of its readout's columns and its

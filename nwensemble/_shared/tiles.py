@@ -51,6 +51,9 @@ _QUERY_GROUP = 64 * _QUERY_TILE
 class TilePasses(BlockPasses):
     """``BlockPasses`` for softmax keys on the host, tile by tile."""
 
+    def sums_at(self, sums, positions):
+        return sums.take(positions, tile=_QUERY_TILE)
+
     def estimates(self, Q, head_weights=None):
         alpha = uniform_or(head_weights, self.keys.n_heads)
         return head_sum(self._heads(Q), [float(a) for a in alpha])
