@@ -9,7 +9,9 @@ map as the library sets it (``FINE_BINS`` bins within
 finer map's bins and bound as it names:
 
 * ``64 bins within exp(+-3)``, ``32 bins within exp(+-3)``, ``64 bins
-  within exp(+-2)``, ``32 bins within exp(+-2)``.
+  within exp(+-2)``, ``32 bins within exp(+-2)`` (since the first became
+  the library's finer map it is the default again; the last is the map
+  before it).
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems of
 ``bench_interactions.py``, with HistGradientBoosting) and ``numeric`` (the
