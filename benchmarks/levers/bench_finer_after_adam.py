@@ -15,8 +15,10 @@ projection then takes the factor on its scale that Adam's final factor
 would (``adam._calibrate_scale``: the held-out rows attending to all
 training rows), both maps predict the held-out rows from all training
 rows, and the finer one is kept only where their squared errors are lower
-by more than two paired standard errors (``paired_rule``). ``default`` is
-the recommended start as the library fits it.
+by more than two paired standard errors (``paired_rule``). ``short`` is
+the same with the continuation stopped after 10 iterations and its scale
+left as the continuation ends it (judged, as it is, against all training
+rows). ``default`` is the recommended start as the library fits it.
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems of
 ``bench_interactions.py``; give ``--rows 6000`` for fits by Adam) and
@@ -30,6 +32,7 @@ synthetic numeric] [--rows 6000] [--seeds 2] [--sets abalone ...]``
 
 import contextlib
 import dataclasses
+import functools
 
 import _variant_table as table
 import numpy as np
@@ -44,9 +47,11 @@ from nwensemble._shared.rows import take_rows
 WITH_SLOPES = engine._with_slopes
 
 
-def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp):
+def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp, short=False):
     """``engine._with_slopes`` with the finer map tried after Adam (see the
-    module's docstring); the library's own for a full-batch member."""
+    module's docstring); the library's own for a full-batch member. With
+    ``short``, the continuation stops after 10 iterations and its scale is
+    not calibrated."""
     if fitted.slopes is None:
         return WITH_SLOPES(config, fitted, X, Y, sw, rng=rng, xp=xp)
     coarse = fitted.slopes
@@ -83,18 +88,19 @@ def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp):
         objective,
         start,
         (Xq, Yq, swq),
-        config,
+        config.replace(max_iter=min(config.max_iter, 10)) if short else config,
         bound=feature_slopes.FINE_MAX_LOG_SLOPE,
     )
     W, slope = objective.split(theta)
     fine = dataclasses.replace(fine, slope=xp.astype(slope, fine.low.dtype))
-    W = adam._calibrate_scale(
-        xp.astype(W, Xk.dtype),
-        (fine.astype(Xq.dtype).design(Xq), Yq, swq),
-        (fine.astype(Xk.dtype).design(Xk), Yk, swk),
-        n_heads=config.n_heads,
-        kernel=config.kernel,
-    )
+    if not short:
+        W = adam._calibrate_scale(
+            xp.astype(W, Xk.dtype),
+            (fine.astype(Xq.dtype).design(Xq), Yq, swq),
+            (fine.astype(Xk.dtype).design(Xk), Yk, swk),
+            n_heads=config.n_heads,
+            kernel=config.kernel,
+        )
     errors = []
     for slopes, projection in ((coarse, W0), (fine, W)):
         slopes = slopes.astype(Xk.dtype)
@@ -133,6 +139,8 @@ def patched(name):
     library's own fit for ``'default'``)."""
     if name == "finer after Adam":
         engine._with_slopes = finer_after_adam
+    elif name == "short":
+        engine._with_slopes = functools.partial(finer_after_adam, short=True)
     try:
         yield
     finally:
@@ -140,4 +148,4 @@ def patched(name):
 
 
 if __name__ == "__main__":
-    table.main_patched(__doc__, ["finer after Adam"], patched)
+    table.main_patched(__doc__, ["finer after Adam", "short"], patched)
