@@ -73,15 +73,8 @@ def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp, short=False):
     fine = feature_slopes.identity_slopes(
         Xc.numeric, swc, xp=xp, n_bins=feature_slopes.FINE_BINS
     )
-    objective = feature_slopes.SlopesObjective(
-        fine.astype(Xl.dtype),
-        Xl,
-        Yl,
-        swl,
-        W0.shape,
-        kernel=config.kernel,
-        n_heads=config.n_heads,
-        diversity=fitted.diversity,
+    objective = feature_slopes.SlopesObjective.of(
+        fine, (Xl, Yl, swl), W0.shape, config, diversity=fitted.diversity
     )
     start = np.concatenate([W0.ravel(), _coarse_at(coarse, log_coarse, fine).ravel()])
     theta = feature_slopes._minimised(

@@ -178,15 +178,8 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
         ):
             break
         identity = identity_slopes(Xt.numeric, swt, xp=xp, n_bins=n_bins)
-        train = SlopesObjective(
-            identity.astype(Xl.dtype),
-            Xl,
-            Yl,
-            swl,
-            W0.shape,
-            kernel=config.kernel,
-            n_heads=config.n_heads,
-            diversity=fitted.diversity,
+        train = SlopesObjective.of(
+            identity, (Xl, Yl, swl), W0.shape, config, diversity=fitted.diversity
         )
         theta = np.concatenate([W0.ravel(), np.zeros(p * n_bins)])
         theta = _minimised(train, theta, heldout, config, bound=bound)
@@ -253,6 +246,22 @@ class SlopesObjective:
         self.kernel = kernel
         self.n_heads = n_heads
         self.diversity = diversity
+
+    @classmethod
+    def of(cls, identity, rows, shape, config, *, diversity):
+        """The objective on ``rows`` (``(X, Y, sw)``), ``identity``'s knots
+        cast to their dtype, with ``config``'s kernel and heads."""
+        X, Y, sw = rows
+        return cls(
+            identity.astype(X.dtype),
+            X,
+            Y,
+            sw,
+            shape,
+            kernel=config.kernel,
+            n_heads=config.n_heads,
+            diversity=diversity,
+        )
 
     def split(self, theta):
         """The projection and the slopes at ``theta``, in the rows'

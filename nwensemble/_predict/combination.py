@@ -136,7 +136,7 @@ def _variance_factor(keys, weights, rows_np, loo, positive):
         None, weights, loo_rows=xp.asarray(rows_np[at], device=dev), sums=sums
     )
     factor = sw[at] @ (1.0 + to_numpy(sq).astype(np.float64))
-    return factor if step == 1 else factor * (sw.sum() / sw[at].sum())
+    return factor * (sw.sum() / sw[at].sum())
 
 
 def _copies_blend(duplicates, rows, Y, Y_rows, prediction, sw, duplicate_weight):
