@@ -18,7 +18,9 @@ rows, and the finer one is kept only where their squared errors are lower
 by more than two paired standard errors (``paired_rule``). ``short`` is
 the same with the continuation stopped after 10 iterations and its scale
 left as the continuation ends it (judged, as it is, against all training
-rows). ``default`` is the recommended start as the library fits it.
+rows); ``on 1024 rows`` the full continuation on at most 1024 of Adam's
+rows instead of ``FINE_MAX_ROWS``. ``default`` is the recommended start
+as the library fits it.
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems of
 ``bench_interactions.py``; give ``--rows 6000`` for fits by Adam) and
@@ -47,11 +49,13 @@ from nwensemble._shared.rows import take_rows
 WITH_SLOPES = engine._with_slopes
 
 
-def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp, short=False):
+def finer_after_adam(
+    config, fitted, X, Y, sw, *, rng, xp, short=False, rows=feature_slopes.FINE_MAX_ROWS
+):
     """``engine._with_slopes`` with the finer map tried after Adam (see the
     module's docstring); the library's own for a full-batch member. With
     ``short``, the continuation stops after 10 iterations and its scale is
-    not calibrated."""
+    not calibrated; ``rows`` is the most rows it continues on."""
     if fitted.slopes is None:
         return WITH_SLOPES(config, fitted, X, Y, sw, rng=rng, xp=xp)
     coarse = fitted.slopes
@@ -62,7 +66,7 @@ def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp, short=False):
     fit_rows, val_rows = feature_slopes._rows(fitted.heldout, sw, rng=rng)
     if fit_rows is None:
         return fitted, coarse
-    fit_rows = np.sort(rng.permutation(fit_rows)[: feature_slopes.FINE_MAX_ROWS])
+    fit_rows = np.sort(rng.permutation(fit_rows)[:rows])
     Xc, Yc, swc = take_rows(X, Y, sw, fit_rows, xp=xp)
     Xl, Yl, swl = loss_rows(Xc, Yc, swc, xp=xp)
     key_rows = np.setdiff1d(np.flatnonzero(to_numpy(sw) > 0), fitted.heldout)
@@ -134,6 +138,8 @@ def patched(name):
         engine._with_slopes = finer_after_adam
     elif name == "short":
         engine._with_slopes = functools.partial(finer_after_adam, short=True)
+    elif name == "on 1024 rows":
+        engine._with_slopes = functools.partial(finer_after_adam, rows=1024)
     try:
         yield
     finally:
@@ -141,4 +147,4 @@ def patched(name):
 
 
 if __name__ == "__main__":
-    table.main_patched(__doc__, ["finer after Adam", "short"], patched)
+    table.main_patched(__doc__, ["finer after Adam", "short", "on 1024 rows"], patched)
