@@ -5,8 +5,11 @@
 below. Only the L-BFGS path tries the finer slopes map: this asks
 whether a table just above the switch, fitted by L-BFGS, finds the sharp
 steps that a table just below it finds. ``L-BFGS to 4096`` and ``L-BFGS
-to 8192`` move the switch (a patch on the module's constant);
-``default`` is the recommended start as the library fits it.
+to 8192`` move the switch (a patch on the module's constant); ``finer map
+to 4096`` moves it and lets the slopes' continuation try the finer map on
+up to 4096 rows (``feature_slopes.FINE_MAX_ROWS``, 2048: above it only the
+coarse map is continued); ``default`` is the recommended start as the
+library fits it.
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems
 of ``bench_interactions.py``; ``--rows 3000`` puts their training rows
@@ -22,26 +25,31 @@ import contextlib
 
 import _variant_table as table
 
-from nwensemble._fit import solvers
+from nwensemble._fit import feature_slopes, solvers
 
-ROWS = {"L-BFGS to 4096": 4096, "L-BFGS to 8192": 8192}
+# Each variant's (Adam's switch, the finer map's most continuation rows).
+ROWS = {
+    "L-BFGS to 4096": (4096, feature_slopes.FINE_MAX_ROWS),
+    "L-BFGS to 8192": (8192, feature_slopes.FINE_MAX_ROWS),
+    "finer map to 4096": (4096, 4096),
+}
 
 
 def patched(name):
     """The context a variant's fit runs under."""
     if name not in ROWS:
         return contextlib.nullcontext()
-    return _switch_at(ROWS[name])
+    return _switch_at(*ROWS[name])
 
 
 @contextlib.contextmanager
-def _switch_at(rows):
-    old = solvers.AUTO_ADAM_ROWS
-    solvers.AUTO_ADAM_ROWS = rows
+def _switch_at(adam_rows, fine_rows):
+    old = solvers.AUTO_ADAM_ROWS, feature_slopes.FINE_MAX_ROWS
+    solvers.AUTO_ADAM_ROWS, feature_slopes.FINE_MAX_ROWS = adam_rows, fine_rows
     try:
         yield
     finally:
-        solvers.AUTO_ADAM_ROWS = old
+        solvers.AUTO_ADAM_ROWS, feature_slopes.FINE_MAX_ROWS = old
 
 
 if __name__ == "__main__":
