@@ -74,9 +74,11 @@ solver : {'auto', 'lbfgs', 'adam'}, default='auto'
     ``early_stopping=False`` the rows are still held out for that factor,
     but the epochs are not scored on them: the fit stops when the training
     loss stops improving and keeps the last epoch). ``'auto'``: ``'adam'``
-    above 2048 rows for one head (above 10 000 where some features are
-    embeddings: categorical features or missing values), above 4096 for
-    several (where it reaches L-BFGS's accuracy, mostly sooner).
+    above 2048 rows for one head (above 4096 with ``feature_slopes``, whose
+    continuation after L-BFGS tries the finer map; above 10 000 where some
+    features are embeddings: categorical features or missing values),
+    above 4096 for several (where it reaches L-BFGS's accuracy, mostly
+    sooner).
 
 batch_size : int or 'auto', default='auto'
     Rows per minibatch of ``solver='adam'``; ``'auto'`` is
@@ -166,9 +168,9 @@ local_fit : {'auto', 'linear', 'quadratic', 'constant'}, default='auto'
 feature_slopes : bool, default=False
     Whether each numeric feature (after ``standardize``'s map) also goes
     through a learned monotone piecewise-linear map: a slope per quantile
-    bin (8 bins), within ``exp(+-1)`` (where a slope ends at that bound on
-    at most 2048 rows, 64 bins within ``exp(+-3)`` are tried too and kept
-    where the held-out rows clearly gain), learned together with the first
+    bin (8 bins), within ``exp(+-1)`` (where a slope ends at that bound,
+    64 bins within ``exp(+-3)`` are tried too and kept where the held-out
+    rows clearly gain), learned together with the first
     member's projection (from slopes 1): by L-BFGS, as a continuation of
     its fit (on at most 4096 of its training rows, stopped on the rows it
     held out or, where it held none out, on a fifth of those rows; from

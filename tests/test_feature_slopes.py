@@ -299,19 +299,22 @@ def test_a_corner_takes_the_fine_map_and_a_smooth_target_the_coarse():
     assert flat.predictor_.features.slopes.slope.shape == (4, N_BINS)
 
 
-def test_the_fine_map_is_not_tried_above_its_rows(monkeypatch):
-    """Continuations on more rows than ``FINE_MAX_ROWS`` keep the coarse
-    map, and never fit the fine one."""
+def test_one_head_above_2048_rows_tries_the_fine_map(monkeypatch):
+    """One head on 3000 rows fits by L-BFGS, whose continuation (on more
+    than 2048 rows) tries the finer map where a coarse slope presses its
+    bound and keeps it on the corner: a table just above 2048 rows finds
+    the jump a smaller one finds."""
     fitted_bins = []
     identity = feature_slopes.identity_slopes
 
     def recording(N, sw, *, xp, n_bins=N_BINS):
-        fitted_bins.append(n_bins)
+        fitted_bins.append((N.shape[0], n_bins))
         return identity(N, sw, xp=xp, n_bins=n_bins)
 
     monkeypatch.setattr(feature_slopes, "identity_slopes", recording)
-    monkeypatch.setattr(feature_slopes, "FINE_MAX_ROWS", 100)
-    X, y = _corner_table(1500, 0)
+    X, y = _corner_table(3000, 0)
     model = NWAttentionRegressor(feature_slopes=True, random_state=0).fit(X, y)
-    assert model.predictor_.features.slopes.slope.shape == (4, N_BINS)
-    assert fitted_bins == [N_BINS]
+    rows = {n_bins: n for n, n_bins in fitted_bins}
+    assert sorted(rows) == [N_BINS, FINE_BINS]
+    assert rows[FINE_BINS] > 2048
+    assert model.predictor_.features.slopes.slope.shape == (4, FINE_BINS)

@@ -25,6 +25,21 @@ def test_auto_solver_switches_on_size():
     assert choose_solver("adam", 10, 1).name == "adam"
 
 
+def test_one_head_with_feature_slopes_takes_adam_with_several():
+    """One head that learns feature slopes keeps L-BFGS (whose continuation
+    tries the finer map) up to ``AUTO_ADAM_ROWS_HEADS`` rows, as several
+    heads do; without slopes it takes Adam above ``AUTO_ADAM_ROWS``."""
+    assert AUTO_ADAM_ROWS < AUTO_ADAM_ROWS_HEADS
+    rows = AUTO_ADAM_ROWS_HEADS
+    assert choose_solver("auto", rows, 1, slopes=True).name == "lbfgs"
+    assert choose_solver("auto", rows + 1, 1, slopes=True).name == "adam"
+    assert choose_solver("auto", AUTO_ADAM_ROWS + 1, 1).name == "adam"
+    # embeddings keep their own, later switch
+    rows = AUTO_ADAM_ROWS_EMBEDDINGS
+    assert choose_solver("auto", rows, 1, embeddings=True, slopes=True).name == "lbfgs"
+    assert choose_solver("auto", rows, 4, slopes=True).name == "adam"
+
+
 def test_one_head_with_embeddings_takes_adam_later():
     """Embeddings (categorical features, missing values) keep one head on
     L-BFGS up to ``AUTO_ADAM_ROWS_EMBEDDINGS`` rows."""
@@ -61,3 +76,27 @@ def test_fit_tells_the_rule_about_embeddings(monkeypatch, with_codes):
         X["level"] = rng.choice(["a", "b", "c"], 60)
     NWAttentionRegressor(max_iter=1, random_state=0).fit(X, X["x"].to_numpy())
     assert seen == [with_codes]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("feature_slopes", [False, True])
+def test_fit_tells_the_rule_about_slopes(monkeypatch, feature_slopes):
+    """A fit that learns slopes of numeric features asks for the later
+    switch; one without slopes, or with no numeric feature to map, does
+    not."""
+    seen = []
+
+    def spy(solver, n_positive, n_heads, **kwargs):
+        seen.append(kwargs.get("slopes", False))
+        return choose_solver("lbfgs", n_positive, n_heads)
+
+    monkeypatch.setattr(engine, "choose_solver", spy)
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"x": rng.standard_normal(60)})
+    model = NWAttentionRegressor(
+        feature_slopes=feature_slopes, max_iter=1, random_state=0
+    )
+    model.fit(X, X["x"].to_numpy())
+    levels = pd.DataFrame({"level": rng.choice(["a", "b", "c"], 60)})
+    model.fit(levels, X["x"].to_numpy())
+    assert seen == [feature_slopes, False]

@@ -1,19 +1,21 @@
 """A lever for issue 66, measured: where one head's fit turns to Adam.
 
-``solver='auto'`` fits one head by Adam on minibatches above
-``solvers.AUTO_ADAM_ROWS`` training rows (2048), by full-batch L-BFGS
-below. Only the L-BFGS path tries the finer slopes map: this asks
-whether a table just above the switch, fitted by L-BFGS, finds the sharp
-steps that a table just below it finds. ``L-BFGS to 4096`` and ``L-BFGS
-to 8192`` move the switch (a patch on the module's constant); ``finer map
-to 4096`` moves it and lets the slopes' continuation try the finer map on
-up to 4096 rows (``feature_slopes.FINE_MAX_ROWS``, 2048: above it only the
-coarse map is continued); ``default`` is the recommended start as the
-library fits it.
+``solver='auto'`` fits one head that learns feature slopes (as the
+recommended start's stages do) by Adam on minibatches above
+``solvers.AUTO_ADAM_ROWS_HEADS`` training rows (4096, the switch of
+several heads), by full-batch L-BFGS below, whose continuation of the
+slopes tries the finer slopes map; Adam's steps learn only the coarse one.
+Such a head took Adam from 2048 rows (``AUTO_ADAM_ROWS``, the switch of
+one head without slopes) until the finer map was tried on every
+continuation: ``Adam above 2048`` puts its switch back there (a patch on
+the module's constant; for the recommended start on numeric features
+that is the earlier default, whose continuations never passed 2048
+rows), ``Adam above 8192`` moves it further up; ``default`` is the
+recommended start as the library fits it.
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems
 of ``bench_interactions.py``; ``--rows 3000`` puts their training rows
-between the switches) and ``numeric`` (the shared numeric tables on the
+between 2048 and 4096) and ``numeric`` (the shared numeric tables on the
 folds of ``bench_accuracy.py``). This is a measurement script: it patches
 a private module.
 
@@ -25,31 +27,26 @@ import contextlib
 
 import _variant_table as table
 
-from nwensemble._fit import feature_slopes, solvers
+from nwensemble._fit import solvers
 
-# Each variant's (Adam's switch, the finer map's most continuation rows).
-ROWS = {
-    "L-BFGS to 4096": (4096, feature_slopes.FINE_MAX_ROWS),
-    "L-BFGS to 8192": (8192, feature_slopes.FINE_MAX_ROWS),
-    "finer map to 4096": (4096, 4096),
-}
+ROWS = {"Adam above 2048": 2048, "Adam above 8192": 8192}
 
 
 def patched(name):
     """The context a variant's fit runs under."""
     if name not in ROWS:
         return contextlib.nullcontext()
-    return _switch_at(*ROWS[name])
+    return _switch_at(ROWS[name])
 
 
 @contextlib.contextmanager
-def _switch_at(adam_rows, fine_rows):
-    old = solvers.AUTO_ADAM_ROWS, feature_slopes.FINE_MAX_ROWS
-    solvers.AUTO_ADAM_ROWS, feature_slopes.FINE_MAX_ROWS = adam_rows, fine_rows
+def _switch_at(rows):
+    old = solvers.AUTO_ADAM_ROWS_HEADS
+    solvers.AUTO_ADAM_ROWS_HEADS = rows
     try:
         yield
     finally:
-        solvers.AUTO_ADAM_ROWS, feature_slopes.FINE_MAX_ROWS = old
+        solvers.AUTO_ADAM_ROWS_HEADS = old
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """A lever for issue 66, measured: the finer slopes map after Adam.
 
-Above 2048 rows the recommended start's first stage is fitted by Adam,
+Above 4096 rows (2048 when this was measured; the patch sets
+``solvers.AUTO_ADAM_ROWS_HEADS``, the switch of one head with slopes, back
+to 2048 for every variant, the default included) the recommended start's
+first stage is fitted by Adam,
 which learns the coarse slopes map (``feature_slopes.JointSlopes``: 8 bins
 within ``exp(+-1)``) within its minibatch steps; the finer map that the
 full-batch path tries (``feature_slopes.continue_with_slopes``) is never
@@ -8,7 +11,7 @@ tried there. ``finer after Adam`` (a patch on the engine's ``_with_slopes``)
 tries it: where some of Adam's coarse log-slopes ended at their upper bound
 (a steeper slope wanted, as a jump of the target within a bin asks), the
 finer map (``FINE_BINS`` bins within ``exp(+-FINE_MAX_LOG_SLOPE)``) is
-continued by L-BFGS on at most ``FINE_MAX_ROWS`` of Adam's training rows,
+continued by L-BFGS on at most ``ROWS`` (2048) of Adam's training rows,
 from Adam's projection and, in each fine bin, the coarse log-slope of the
 bin that holds its middle, stopped on the rows Adam held out. Its
 projection then takes the factor on its scale that Adam's final factor
@@ -19,14 +22,14 @@ by more than two paired standard errors (``paired_rule``). ``short`` is
 the same with the continuation stopped after 10 iterations and its scale
 left as the continuation ends it (judged, as it is, against all training
 rows); ``on 1024 rows`` the full continuation on at most 1024 of Adam's
-rows instead of ``FINE_MAX_ROWS``. ``default`` is the recommended start
-as the library fits it.
+rows instead of ``ROWS``. ``default`` is the recommended start as the
+library fits it but for the switch.
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems of
 ``bench_interactions.py``; give ``--rows 6000`` for fits by Adam) and
 ``numeric`` (the shared numeric tables on the folds of
 ``bench_accuracy.py``; those of more than 2048 training rows are fitted by
-Adam). This is a measurement script: it patches the private engine module.
+Adam). This is a measurement script: it patches private modules.
 
 Run: ``python benchmarks/levers/bench_finer_after_adam.py [--sections
 synthetic numeric] [--rows 6000] [--seeds 2] [--sets abalone ...]``
@@ -39,7 +42,7 @@ import functools
 import _variant_table as table
 import numpy as np
 
-from nwensemble._fit import adam, engine, feature_slopes
+from nwensemble._fit import adam, engine, feature_slopes, solvers
 from nwensemble._fit.early_stopping import heldout_residuals
 from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.precision import loss_rows
@@ -47,11 +50,12 @@ from nwensemble._shared.backend import to_numpy
 from nwensemble._shared.rows import take_rows
 
 WITH_SLOPES = engine._with_slopes
+# The most rows the continuation after Adam fits on (one head's full-batch
+# fit's limit when this was measured).
+ROWS = 2048
 
 
-def finer_after_adam(
-    config, fitted, X, Y, sw, *, rng, xp, short=False, rows=feature_slopes.FINE_MAX_ROWS
-):
+def finer_after_adam(config, fitted, X, Y, sw, *, rng, xp, short=False, rows=ROWS):
     """``engine._with_slopes`` with the finer map tried after Adam (see the
     module's docstring); the library's own for a full-batch member. With
     ``short``, the continuation stops after 10 iterations and its scale is
@@ -132,18 +136,22 @@ def _coarse_at(coarse, log_coarse, fine):
 
 @contextlib.contextmanager
 def patched(name):
-    """The recommended start's fit with the finer map after Adam (the
-    library's own fit for ``'default'``)."""
+    """The recommended start's fit, one head on Adam from ``ROWS`` rows, with
+    the finer map after Adam (the library's own continuation for
+    ``'default'``)."""
     if name == "finer after Adam":
         engine._with_slopes = finer_after_adam
     elif name == "short":
         engine._with_slopes = functools.partial(finer_after_adam, short=True)
     elif name == "on 1024 rows":
         engine._with_slopes = functools.partial(finer_after_adam, rows=1024)
+    switch = solvers.AUTO_ADAM_ROWS_HEADS
+    solvers.AUTO_ADAM_ROWS_HEADS = ROWS
     try:
         yield
     finally:
         engine._with_slopes = WITH_SLOPES
+        solvers.AUTO_ADAM_ROWS_HEADS = switch
 
 
 if __name__ == "__main__":

@@ -5,7 +5,11 @@ from L-BFGS to Adam.
 on a subsample of 1024 rows; 10 000 before) is the number of rows above
 which one head trains by Adam on minibatches, and
 ``AUTO_ADAM_ROWS_EMBEDDINGS`` (10 000) the same where some features are
-embeddings (categorical features, missing values). This script fits
+embeddings (categorical features, missing values); one head that learns
+feature slopes (``ResidualStageRegressor``'s stages) switches at
+``AUTO_ADAM_ROWS_HEADS`` (4096) instead, which this script leaves (see
+``bench_adam_rows.py``): its ``ResidualStage`` rows no longer move with
+the switch it patches. This script fits
 ``--models`` with the library's switch and with it at ``--at`` rows (by
 default 10 000) in turn on each fold, on the numeric tables of
 ``../shared/data`` whose training folds lie between the two (the folds of

@@ -248,7 +248,11 @@ def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
     start = time.perf_counter()
     n_positive = int(np.count_nonzero(to_numpy(swt) > 0))
     solver = choose_solver(
-        config.solver, n_positive, n_heads, embeddings=features.codes is not None
+        config.solver,
+        n_positive,
+        n_heads,
+        embeddings=features.codes is not None,
+        slopes=config.feature_slopes and Xt.numeric.shape[1] > 0,
     )
     hold_out = hold_out_plan(
         config.early_stopping,

@@ -16,11 +16,11 @@ The slopes start at 1 and move together with the fitted head's projection
 on rows held out of both. Each slope stays within ``exp(+-MAX_LOG_SLOPE)``:
 unbounded, the slope between two of a discrete feature's few values can
 grow without limit and the head then reads noise. Where some slope ends at
-that bound (the fit wanted a steeper or flatter one) on a continuation of
-at most ``FINE_MAX_ROWS`` rows, a finer map (``FINE_BINS`` bins, within
-``exp(+-FINE_MAX_LOG_SLOPE)``) is continued too, from the same start, and
-kept only where the held-out rows predict clearly better with it
-(``paired_rule``). The user guide's "Feature slopes" has the figures.
+that bound (the fit wanted a steeper or flatter one), a finer map
+(``FINE_BINS`` bins, within ``exp(+-FINE_MAX_LOG_SLOPE)``) is continued
+too, from the same start, and kept only where the held-out rows predict
+clearly better with it (``paired_rule``). The user guide's "Feature
+slopes" has the figures.
 """
 
 # Authors: The nwensemble developers
@@ -38,7 +38,7 @@ from nwensemble._fit.early_stopping import EarlyStopping, heldout_residuals
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z
 from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.precision import loss_rows
-from nwensemble._fit.solvers import AUTO_ADAM_ROWS, AUTO_ADAM_ROWS_HEADS
+from nwensemble._fit.solvers import AUTO_ADAM_ROWS_HEADS
 from nwensemble._shared import numba_slopes
 from nwensemble._shared.backend import device, namespace_of, to_numpy
 from nwensemble._shared.rows import take_rows
@@ -54,15 +54,9 @@ MAX_LOG_SLOPE = 1.0
 # reads more noise, and the held-out rows keep the coarse one.
 FINE_BINS = 64
 FINE_MAX_LOG_SLOPE = 3.0
-# ... where some coarse slope ended at its bound, on continuations of at
-# most as many rows as one head's full-batch fit takes (above, one head
-# fits by Adam): a second continuation costs a large table's fit more
-# than its steps can repay.
-FINE_MAX_ROWS = AUTO_ADAM_ROWS
 # The continuation is a full-batch L-BFGS fit: on at most as many rows as
-# the heads' own full-batch fits take (solver='auto' takes minibatches for
-# several heads above them). It is stopped on at most MAX_HELDOUT_ROWS
-# held-out rows.
+# the heads' own full-batch fits take (solver='auto' takes minibatches
+# above them). It is stopped on at most MAX_HELDOUT_ROWS held-out rows.
 MAX_ROWS = AUTO_ADAM_ROWS_HEADS
 MAX_HELDOUT_ROWS = 1024
 # Without held-out rows of the head's own fit, this share of the
@@ -173,9 +167,7 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     W0 = np.asarray(fitted.W, dtype=np.float64)
     fits = []
     for n_bins, bound in ((N_BINS, MAX_LOG_SLOPE), (FINE_BINS, FINE_MAX_LOG_SLOPE)):
-        if fits and not (
-            n_rows <= FINE_MAX_ROWS and _presses_bound(fits[0][2][W0.size :])
-        ):
+        if fits and not _presses_bound(fits[0][2][W0.size :]):
             break
         identity = identity_slopes(Xt.numeric, swt, xp=xp, n_bins=n_bins)
         train = SlopesObjective.of(

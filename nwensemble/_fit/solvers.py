@@ -23,6 +23,9 @@ AUTO_ADAM_ROWS = 2048
 AUTO_ADAM_ROWS_EMBEDDINGS = 10_000
 # Several heads take Adam from here on: full-batch L-BFGS over all rows
 # (their only schedule) then takes longer than Adam and ends less accurate.
+# So does one head that learns feature slopes: below, its fit continues
+# them on all its rows, the finer map included, which Adam's steps do not
+# try (sharp steps in the target that a fit by Adam misses).
 AUTO_ADAM_ROWS_HEADS = 4096
 
 
@@ -43,15 +46,17 @@ SOLVERS = {
 }
 
 
-def choose_solver(solver, n_positive, n_heads, *, embeddings=False):
+def choose_solver(solver, n_positive, n_heads, *, embeddings=False, slopes=False):
     """The ``Solver`` for the parameter ``solver`` on ``n_positive`` rows of
     positive weight: ``'auto'`` takes Adam above ``AUTO_ADAM_ROWS`` rows for
     one head (above ``AUTO_ADAM_ROWS_EMBEDDINGS`` when some features are
-    ``embeddings``), above ``AUTO_ADAM_ROWS_HEADS`` for several, else
-    L-BFGS."""
+    ``embeddings``, above ``AUTO_ADAM_ROWS_HEADS`` when it learns feature
+    ``slopes``), above ``AUTO_ADAM_ROWS_HEADS`` for several, else L-BFGS."""
     if solver == "auto":
         limit = AUTO_ADAM_ROWS_HEADS
         if n_heads == 1:
-            limit = AUTO_ADAM_ROWS_EMBEDDINGS if embeddings else AUTO_ADAM_ROWS
+            limit = AUTO_ADAM_ROWS_HEADS if slopes else AUTO_ADAM_ROWS
+            if embeddings:
+                limit = AUTO_ADAM_ROWS_EMBEDDINGS
         solver = "adam" if n_positive > limit else "lbfgs"
     return SOLVERS[solver]
