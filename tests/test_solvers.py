@@ -58,18 +58,25 @@ def test_solvers_count_in_their_own_units():
     assert (adam.iterations, adam.evaluations) == ("epochs", "steps")
 
 
+def _what_fits_tell_the_rule(monkeypatch, keyword):
+    """The list that a spy on the engine's ``choose_solver`` fills with the
+    value of ``keyword`` of each call (the fit then takes L-BFGS)."""
+    seen = []
+
+    def spy(solver, n_positive, n_heads, **kwargs):
+        seen.append(kwargs.get(keyword, False))
+        return choose_solver("lbfgs", n_positive, n_heads)
+
+    monkeypatch.setattr(engine, "choose_solver", spy)
+    return seen
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("with_codes", [False, True])
 def test_fit_tells_the_rule_about_embeddings(monkeypatch, with_codes):
     """A fit on a table with a categorical column asks for the embeddings'
     switch; one on numbers does not."""
-    seen = []
-
-    def spy(solver, n_positive, n_heads, **kwargs):
-        seen.append(kwargs.get("embeddings", False))
-        return choose_solver("lbfgs", n_positive, n_heads)
-
-    monkeypatch.setattr(engine, "choose_solver", spy)
+    seen = _what_fits_tell_the_rule(monkeypatch, "embeddings")
     rng = np.random.default_rng(0)
     X = pd.DataFrame({"x": rng.standard_normal(60)})
     if with_codes:
@@ -84,19 +91,12 @@ def test_fit_tells_the_rule_about_slopes(monkeypatch, feature_slopes):
     """A fit that learns slopes of numeric features asks for the later
     switch; one without slopes, or with no numeric feature to map, does
     not."""
-    seen = []
-
-    def spy(solver, n_positive, n_heads, **kwargs):
-        seen.append(kwargs.get("slopes", False))
-        return choose_solver("lbfgs", n_positive, n_heads)
-
-    monkeypatch.setattr(engine, "choose_solver", spy)
+    seen = _what_fits_tell_the_rule(monkeypatch, "slopes")
     rng = np.random.default_rng(0)
-    X = pd.DataFrame({"x": rng.standard_normal(60)})
+    y = rng.standard_normal(60)
     model = NWAttentionRegressor(
         feature_slopes=feature_slopes, max_iter=1, random_state=0
     )
-    model.fit(X, X["x"].to_numpy())
-    levels = pd.DataFrame({"level": rng.choice(["a", "b", "c"], 60)})
-    model.fit(levels, X["x"].to_numpy())
+    model.fit(pd.DataFrame({"x": y}), y)
+    model.fit(pd.DataFrame({"level": rng.choice(["a", "b", "c"], 60)}), y)
     assert seen == [feature_slopes, False]
