@@ -5,13 +5,11 @@ recommended start's stages do) by Adam on minibatches above
 ``solvers.AUTO_ADAM_ROWS_HEADS`` training rows (4096, the switch of
 several heads), by full-batch L-BFGS below, whose continuation of the
 slopes tries the finer slopes map; Adam's steps learn only the coarse one.
-Such a head took Adam from 2048 rows (``AUTO_ADAM_ROWS``, the switch of
-one head without slopes) until the finer map was tried on every
-continuation: ``Adam above 2048`` puts its switch back there (a patch on
-the module's constant; for the recommended start on numeric features
-that is the earlier default, whose continuations never passed 2048
-rows), ``Adam above 8192`` moves it further up; ``default`` is the
-recommended start as the library fits it.
+``Adam above 2048`` moves that switch down to ``AUTO_ADAM_ROWS`` (2048,
+the switch of one head without slopes), so that a table of 2048 to 4096
+training rows is fitted by Adam and never tries the finer map; ``Adam
+above 8192`` moves it up (a patch on the module's constant either way);
+``default`` is the recommended start as the library fits it.
 
 Sections as ``_variant_table`` prints them: ``synthetic`` (the problems
 of ``bench_interactions.py``; ``--rows 3000`` puts their training rows
@@ -24,6 +22,7 @@ numeric] [--rows 3000] [--seeds 2] [--sets abalone ...]``
 """
 
 import contextlib
+from unittest import mock
 
 import _variant_table as table
 
@@ -36,17 +35,7 @@ def patched(name):
     """The context a variant's fit runs under."""
     if name not in ROWS:
         return contextlib.nullcontext()
-    return _switch_at(ROWS[name])
-
-
-@contextlib.contextmanager
-def _switch_at(rows):
-    old = solvers.AUTO_ADAM_ROWS_HEADS
-    solvers.AUTO_ADAM_ROWS_HEADS = rows
-    try:
-        yield
-    finally:
-        solvers.AUTO_ADAM_ROWS_HEADS = old
+    return mock.patch.object(solvers, "AUTO_ADAM_ROWS_HEADS", ROWS[name])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ numeric] [--sets concrete ...] [--variants ...]``
 """
 
 import contextlib
+from unittest import mock
 
 import _variant_table as table
 
@@ -35,17 +36,13 @@ VARIANTS = {
 }
 
 
-@contextlib.contextmanager
 def finer_map(name):
     """The recommended start's fit with the finer map of variant ``name``
     (the library's own for ``'default'``)."""
-    saved = feature_slopes.FINE_BINS, feature_slopes.FINE_MAX_LOG_SLOPE
-    if name != "default":
-        feature_slopes.FINE_BINS, feature_slopes.FINE_MAX_LOG_SLOPE = VARIANTS[name]
-    try:
-        yield
-    finally:
-        feature_slopes.FINE_BINS, feature_slopes.FINE_MAX_LOG_SLOPE = saved
+    if name not in VARIANTS:
+        return contextlib.nullcontext()
+    bins, bound = VARIANTS[name]
+    return mock.patch.multiple(feature_slopes, FINE_BINS=bins, FINE_MAX_LOG_SLOPE=bound)
 
 
 if __name__ == "__main__":

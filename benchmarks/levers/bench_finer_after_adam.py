@@ -1,8 +1,8 @@
 """A lever for issue 66, measured: the finer slopes map after Adam.
 
-Above 4096 rows (2048 when this was measured; the patch sets
-``solvers.AUTO_ADAM_ROWS_HEADS``, the switch of one head with slopes, back
-to 2048 for every variant, the default included) the recommended start's
+Every variant, the default included, runs with
+``solvers.AUTO_ADAM_ROWS_HEADS`` (the switch of one head with slopes,
+4096) at ``ROWS`` (2048), so that above 2048 rows the recommended start's
 first stage is fitted by Adam,
 which learns the coarse slopes map (``feature_slopes.JointSlopes``: 8 bins
 within ``exp(+-1)``) within its minibatch steps; the finer map that the
@@ -38,6 +38,7 @@ synthetic numeric] [--rows 6000] [--seeds 2] [--sets abalone ...]``
 import contextlib
 import dataclasses
 import functools
+from unittest import mock
 
 import _variant_table as table
 import numpy as np
@@ -50,8 +51,8 @@ from nwensemble._shared.backend import to_numpy
 from nwensemble._shared.rows import take_rows
 
 WITH_SLOPES = engine._with_slopes
-# The most rows the continuation after Adam fits on (one head's full-batch
-# fit's limit when this was measured).
+# Where Adam takes over one head with slopes, and the most rows the
+# continuation after it fits on.
 ROWS = 2048
 
 
@@ -145,13 +146,11 @@ def patched(name):
         engine._with_slopes = functools.partial(finer_after_adam, short=True)
     elif name == "on 1024 rows":
         engine._with_slopes = functools.partial(finer_after_adam, rows=1024)
-    switch = solvers.AUTO_ADAM_ROWS_HEADS
-    solvers.AUTO_ADAM_ROWS_HEADS = ROWS
     try:
-        yield
+        with mock.patch.object(solvers, "AUTO_ADAM_ROWS_HEADS", ROWS):
+            yield
     finally:
         engine._with_slopes = WITH_SLOPES
-        solvers.AUTO_ADAM_ROWS_HEADS = switch
 
 
 if __name__ == "__main__":
