@@ -33,8 +33,9 @@ Sections:
   ``products_on_threads``). Nanoseconds per n x n entry.
 * ``slopes``: the feature slopes' map (``FeatureSlopes.apply``) and its
   derivative in the slopes (``ramp_sums``), float32, 25 features in 8
-  bins, on a minibatch (1024 rows) and on ``--train-n`` x 4 rows (an
-  epoch's held-out score maps every training row): NumPy's path (a ramp
+  bins (the coarse map) and in 64 (the finer one), on a minibatch (1024
+  rows) and on ``--train-n`` x 4 rows (an epoch's held-out score maps
+  every training row): NumPy's path (a ramp
   array per bin) against the compiled pass (``numba_slopes``), one
   thread; microseconds per call and their ratio.
 * ``compile``: the kernels' first use in a fresh process, with an empty
@@ -300,16 +301,17 @@ def section_train(args):
 
 
 def section_slopes(args):
-    from nwensemble._fit.feature_slopes import identity_slopes
+    from nwensemble._fit.feature_slopes import FINE_BINS, N_BINS, identity_slopes
     from nwensemble._shared import numba_kernels as compiled
 
     print("\n== the feature slopes' map and gradient, float32: microseconds")
     rng = np.random.default_rng(0)
     p = 25
-    for n in (1024, 4 * args.train_n):
+    for bins, n in itertools.product((N_BINS, FINE_BINS), (1024, 4 * args.train_n)):
         N = rng.standard_normal((n, p)).astype(np.float32)
         dN = rng.standard_normal((n, p)).astype(np.float32)
-        identity = identity_slopes(N, np.full(n, 1.0 / n, np.float32), xp=np)
+        sw = np.full(n, 1.0 / n, np.float32)
+        identity = identity_slopes(N, sw, xp=np, n_bins=bins)
         slope = np.exp(rng.uniform(-1, 1, identity.low.shape)).astype(np.float32)
         slopes = identity.with_slope(slope)
         for label, fn in (
@@ -331,7 +333,8 @@ def section_slopes(args):
             compiled.ENABLED = True
             us = {k: 1e6 * t for k, t in times.items()}
             print(
-                f"  {label:<8} {n:>6} rows: NumPy path {us['numpy']:.0f}, "
+                f"  {label:<8} {bins:>2} bins, {n:>6} rows: "
+                f"NumPy path {us['numpy']:.0f}, "
                 f"compiled {us['compiled']:.0f} "
                 f"({us['numpy'] / us['compiled']:.1f}x)",
                 flush=True,

@@ -50,7 +50,9 @@ def _generic(monkeypatch, fn):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("bins, repeat_knot", [(8, False), (8, True), (2, False)])
+@pytest.mark.parametrize(
+    "bins, repeat_knot", [(8, False), (8, True), (2, False), (64, False)]
+)
 def test_the_map_and_its_gradient_match_the_array_path(
     monkeypatch, dtype, bins, repeat_knot
 ):

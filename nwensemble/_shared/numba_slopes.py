@@ -4,11 +4,13 @@ over the values.
 
 The array-API path (``feature_slopes.FeatureSlopes``) takes every bin's
 ramp as an array of the values' size and sums them: a pass over the values
-per bin, and several arrays besides. Here each row's values take every
-bin's part in registers, so that a minibatch's map and its gradient cost
-one pass over the values each, with no array besides. They serve NumPy
-arrays on the host only; ``compiled`` says when they run (numba imported,
-and not disabled with ``NWENSEMBLE_COMPILED=0``, see ``numba_kernels``).
+per bin, and several arrays besides. Here each value finds its bin by
+compares in vector lanes and then takes one line (the map) or adds into
+one bin (the gradient), so that the work besides the compares does not
+grow with the bins, and there is no array of the values' size besides.
+They serve NumPy arrays on the host only; ``compiled`` says when they run
+(numba imported, and not disabled with ``NWENSEMBLE_COMPILED=0``, see
+``numba_kernels``).
 """
 
 # Authors: The nwensemble developers
@@ -62,51 +64,58 @@ if numba is not None:
         error_model="numpy",
     )
 
-    # Each row's values against each bin in turn, the bins' knots, widths
-    # and slopes as (bins, p) tables: the inner loops run along the row's
-    # features in vector lanes, with no branch on which bin a value is in.
+    # Each value's bin is the count of the knots above the first at or
+    # below it (the compares run along the row's features in vector lanes);
+    # the map is then that bin's line, through the map's value at the bin's
+    # knot, and the gradient gathers, per bin, the sums that the bins below
+    # it take in full: a lookup and a scatter per value whatever the bins.
+
+    @_jit
+    def _bins_of_row(N, i, low, counts):
+        p = N.shape[1]
+        for j in range(p):
+            counts[j] = 0
+        for b in range(1, low.shape[0]):
+            for j in range(p):
+                counts[j] += N[i, j] >= low[b, j]
 
     @_jit
     def _piecewise_map(N, low, width, slope, out):
         n, p = N.shape
-        last = low.shape[0] - 1
-        if last == 0:  # one bin, open both ways: a line
-            for i in range(n):
-                for j in range(p):
-                    out[i, j] = low[0, j] + slope[0, j] * (N[i, j] - low[0, j])
-            return out
+        # The map's value at each bin's first knot.
+        at_knot = np.empty_like(low)
+        at_knot[0, :] = low[0, :]
+        for b in range(1, low.shape[0]):
+            for j in range(p):
+                at_knot[b, j] = at_knot[b - 1, j] + slope[b - 1, j] * width[b - 1, j]
+        counts = np.zeros(p, dtype=np.int32)
         for i in range(n):
+            _bins_of_row(N, i, low, counts)
             for j in range(p):
-                out[i, j] = low[0, j] + slope[0, j] * min(
-                    N[i, j] - low[0, j], width[0, j]
-                )
-            for b in range(1, last):
-                for j in range(p):
-                    ramp = min(max(N[i, j] - low[b, j], 0.0), width[b, j])
-                    out[i, j] += slope[b, j] * ramp
-            for j in range(p):
-                out[i, j] += slope[last, j] * max(N[i, j] - low[last, j], 0.0)
-            for j in range(p):
-                if N[i, j] != N[i, j]:
-                    out[i, j] = N[i, j]
+                b = counts[j]
+                # NaN compares false, lands in bin 0 and stays NaN.
+                out[i, j] = at_knot[b, j] + slope[b, j] * (N[i, j] - low[b, j])
         return out
 
     @_jit
     def _ramp_sums(N, dN, low, width, sums):
         n, p = N.shape
-        last = low.shape[0] - 1
-        if last == 0:
-            for i in range(n):
-                for j in range(p):
-                    sums[0, j] += dN[i, j] * (N[i, j] - low[0, j])
-            return sums
+        bins = low.shape[0]
+        # Per bin, the gradient of the values in it, and that times their
+        # distance from its first knot.
+        inside = np.zeros((bins, p), dtype=np.float64)
+        along = np.zeros((bins, p), dtype=np.float64)
+        counts = np.zeros(p, dtype=np.int32)
         for i in range(n):
+            _bins_of_row(N, i, low, counts)
             for j in range(p):
-                sums[0, j] += dN[i, j] * min(N[i, j] - low[0, j], width[0, j])
-            for b in range(1, last):
-                for j in range(p):
-                    ramp = min(max(N[i, j] - low[b, j], 0.0), width[b, j])
-                    sums[b, j] += dN[i, j] * ramp
-            for j in range(p):
-                sums[last, j] += dN[i, j] * max(N[i, j] - low[last, j], 0.0)
+                b = counts[j]
+                inside[b, j] += dN[i, j]
+                along[b, j] += dN[i, j] * (N[i, j] - low[b, j])
+        # A bin's ramp is its width for every value in a bin above it.
+        for j in range(p):
+            above = 0.0
+            for b in range(bins - 1, -1, -1):
+                sums[b, j] = along[b, j] + width[b, j] * above
+                above += inside[b, j]
         return sums
