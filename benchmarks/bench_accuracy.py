@@ -23,8 +23,10 @@ residuals), ``HeadAllocator`` (``HeadAllocator()``), ``MultiHeadNW``
 ``HistGradientBoosting``, ``CatBoost``
 (``CatBoostRegressor(random_seed=0, verbose=0)``; the benchmark extra
 installs it), and the levers' candidates ``ResidualStage (third stage)``
-(``ResidualStageRegressor(third_stage=True)``), ``MultiHeadNW (local constant)``
-and ``NWAttention (local constant)`` (``local_fit='constant'``),
+(``ResidualStageRegressor(third_stage=True)``), ``ResidualStage (fine
+slopes)`` (``ResidualStageRegressor(feature_slopes='fine')``),
+``MultiHeadNW (local constant)`` and ``NWAttention (local constant)``
+(``local_fit='constant'``),
 ``HeadAllocator (20% holdout)`` and ``HeadAllocator (3-fold)`` (candidates
 scored on one shuffled 20 % holdout or by 3-fold CV instead of
 leave-one-out), and ``HeadAllocator (5-fold as the split)``: candidates
@@ -79,6 +81,7 @@ from nwensemble import (  # noqa: E402
 
 RECOMMENDED = "ResidualStage"
 THIRD_STAGE = "ResidualStage (third stage)"
+FINE_SLOPES = "ResidualStage (fine slopes)"
 ALLOCATOR = "HeadAllocator"
 HGB = "HistGradientBoosting"
 CATBOOST = "CatBoost"
@@ -132,6 +135,8 @@ def make_model(name, set_name=""):
         return ResidualStageRegressor(random_state=0)
     if name == THIRD_STAGE:
         return ResidualStageRegressor(third_stage=True, random_state=0)
+    if name == FINE_SLOPES:
+        return ResidualStageRegressor(feature_slopes="fine", random_state=0)
     if name == ALLOCATOR:
         return HeadAllocator(MultiHeadNWRegressor(random_state=0))
     if name in ALLOCATOR_CV:
@@ -161,6 +166,7 @@ def make_model(name, set_name=""):
 MODELS = [
     *DEFAULT_MODELS,
     THIRD_STAGE,
+    FINE_SLOPES,
     "MultiHeadNW (local constant)",
     "NWAttention (local constant)",
     *ALLOCATOR_CV,

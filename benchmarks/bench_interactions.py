@@ -24,7 +24,9 @@ and the models' ``random_state``):
 Features other than those named are uniform on [-1, 1] and carry nothing.
 Models: ``ResidualStageRegressor()`` (the recommended start), those of
 ``--models`` (``HeadAllocator``, ``MultiHeadNW``, ``NWAttention``, with
-their defaults), ``HistGradientBoostingRegressor()`` and, where installed
+their defaults; ``ResidualStage (fine slopes)``,
+``ResidualStageRegressor(feature_slopes='fine')``),
+``HistGradientBoostingRegressor()`` and, where installed
 (the benchmark extra), ``CatBoostRegressor(random_seed=seed, verbose=0)``. Prints each
 problem's mean test RMSE per model with its standard error over seeds,
 and the recommended start's ratio to HistGradientBoosting's (the paired
@@ -35,6 +37,7 @@ Run: ``python benchmarks/bench_interactions.py [--rows 2000] [--seeds 3]
 """
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -62,6 +65,9 @@ OURS = {
     "HeadAllocator": HeadAllocator,
     "MultiHeadNW": MultiHeadNWRegressor,
     "NWAttention": NWAttentionRegressor,
+    "ResidualStage (fine slopes)": functools.partial(
+        ResidualStageRegressor, feature_slopes="fine"
+    ),
 }
 
 

@@ -16,8 +16,9 @@ of a fit moves its RMSE by a few per cent) of:
   (``categorical_features='from_dtype'``), ``random_state=seed``; on
   request (``--models``) also ``ResidualStage (no feature slopes)``, the
   start with ``feature_slopes=False``, ``ResidualStage (two heads)``,
-  the start with ``first_stage_heads=2``, and ``ResidualStage (third
-  stage)``, the start with ``third_stage=True``;
+  the start with ``first_stage_heads=2``, ``ResidualStage (third
+  stage)``, the start with ``third_stage=True``, and ``ResidualStage
+  (fine slopes)``, the start with ``feature_slopes='fine'``;
 * the four estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
@@ -157,6 +158,9 @@ def make_models(frame, names, seed=0):
         ),
         "ResidualStage (third stage)": lambda: ResidualStageRegressor(
             third_stage=True, random_state=seed
+        ),
+        "ResidualStage (fine slopes)": lambda: ResidualStageRegressor(
+            feature_slopes="fine", random_state=seed
         ),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),

@@ -165,12 +165,15 @@ local_fit : {'auto', 'linear', 'quadratic', 'constant'}, default='auto'
     weighted mean either way; ``local_ridge_`` is the ridge chosen and
     ``local_fit_`` the kind.""",
     "feature_slopes": """\
-feature_slopes : bool, default=False
+feature_slopes : bool or 'fine', default=False
     Whether each numeric feature (after ``standardize``'s map) also goes
     through a learned monotone piecewise-linear map: a slope per quantile
     bin (8 bins), within ``exp(+-1)`` (where a slope ends at that bound,
     64 bins within ``exp(+-3)`` are tried too and kept where the held-out
-    rows clearly gain), learned together with the first
+    rows clearly gain; ``'fine'`` learns only those 64, by either solver:
+    for large tables whose target jumps at thresholds and whose new rows
+    come from the training rows' population, see the user guide's
+    "Feature slopes"), learned together with the first
     member's projection (from slopes 1): by L-BFGS, as a continuation of
     its fit (on at most 4096 of its training rows, stopped on the rows it
     held out or, where it held none out, on a fifth of those rows; from

@@ -24,7 +24,7 @@ class BaseNWRegressor(RegressorMixin, BaseNW):
     _parameter_constraints: dict = {
         **BaseNW._parameter_constraints,
         "local_fit": [StrOptions({"auto", "linear", "quadratic", "constant"})],
-        "feature_slopes": ["boolean"],
+        "feature_slopes": ["boolean", StrOptions({"fine"})],
     }
 
     def __init__(self, *, local_fit, feature_slopes, **params):

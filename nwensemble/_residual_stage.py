@@ -116,13 +116,14 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         features it pays (see :ref:`residual_stage`). One output only: with
         several, ``'auto'`` takes none and ``True`` maps every output.
 
-    feature_slopes : bool, default=True
+    feature_slopes : bool or 'fine', default=True
         The default stages' ``feature_slopes`` (see
         :class:`NWAttentionRegressor`): in each, every numeric feature
         through a monotone piecewise-linear map learned with the stage's
         (first member's) projection, which its members then share, so that
         a kernel of fixed width can set apart the rows on either side of a
-        jump of the target (see :ref:`feature_slopes`). A stage given as
+        jump of the target (see :ref:`feature_slopes`). ``'fine'`` learns
+        only the finer map, in both stages. A stage given as
         ``estimator`` or ``residual_estimator`` keeps its own.
 
     first_stage_heads : int, default=1
@@ -238,7 +239,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "residual_estimator": [HasMethods(["fit", "predict", "get_params"]), None],
         "target_maps": [StrOptions({"auto"}), "boolean"],
-        "feature_slopes": ["boolean"],
+        "feature_slopes": ["boolean", StrOptions({"fine"})],
         "first_stage_heads": [Interval(Integral, 1, None, closed="left")],
         "third_stage": ["boolean"],
         "random_state": ["random_state"],

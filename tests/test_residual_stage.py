@@ -16,6 +16,7 @@ from nwensemble import (
     ResidualStageRegressor,
 )
 from nwensemble._fit.allocation import default_members
+from nwensemble._fit.feature_slopes import FINE_BINS
 from nwensemble._residual_stage import OUTLYING, residual_weights
 from nwensemble._shared.backend import to_numpy
 
@@ -93,6 +94,18 @@ def test_feature_slopes_reach_the_default_stages_only(friedman, slopes):
     ).fit(X, y)
     assert not given.estimator_.feature_slopes
     assert not given.residual_estimator_.feature_slopes
+
+
+def test_fine_slopes_reach_both_default_stages(friedman):
+    """``feature_slopes='fine'``: both default stages learn the finer map
+    alone."""
+    X, y = friedman
+    model = ResidualStageRegressor(feature_slopes="fine", random_state=0).fit(X, y)
+    for stage in (model.estimator_, model.residual_estimator_):
+        assert stage.feature_slopes == "fine"
+        slopes = stage.predictor_.features.slopes
+        assert slopes is None or slopes.slope.shape[1] == FINE_BINS
+    assert model.estimator_.predictor_.features.slopes is not None
 
 
 def test_first_stage_heads_are_as_wide_as_the_rows_the_stage_sees(friedman):

@@ -17,7 +17,8 @@ one factor on the scale of all heads is chosen on held-out rows that attend
 to all training rows.
 
 With ``feature_slopes`` the log-slopes of the numeric features' map
-(``feature_slopes.JointSlopes``) are one more parameter of the same steps:
+(``feature_slopes.JointSlopes``: the coarse map, or with ``'fine'`` the
+finer one) are one more parameter of the same steps:
 each batch's rows are mapped through them, and the held-out rows are
 scored and the final factor chosen on the mapped rows.
 """
@@ -73,7 +74,9 @@ def fit_adam(config, W0, Xs, Ys, sw, *, rng, xp):
     # With feature slopes, the slopes' knots on the training rows as they are.
     slopes = None
     if config.feature_slopes:
-        slopes = feature_slopes.JointSlopes.on(Xt, swt, xp=xp)
+        slopes = feature_slopes.JointSlopes.on(
+            Xt, swt, xp=xp, feature_slopes=config.feature_slopes
+        )
     # Many float64 rows: the losses in float32, W and Adam's state as they are.
     train = Xt, Yt, swt = loss_rows(Xt, Yt, swt, xp=xp, n_rows=n)
     val = loss_rows(*_subset(val, _VALIDATION_ROWS, rng=rng, xp=xp), xp=xp, n_rows=n)

@@ -46,7 +46,7 @@ class FitConfig:
     standardize: Any
     duplicate_weight: Any
     local_fit: str
-    feature_slopes: bool
+    feature_slopes: Any
     diversity: Any
     callback: Optional[Callable]
     verbose: int

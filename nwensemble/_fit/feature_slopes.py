@@ -19,8 +19,9 @@ grow without limit and the head then reads noise. Where some slope ends at
 that bound (the fit wanted a steeper or flatter one), a finer map
 (``FINE_BINS`` bins, within ``exp(+-FINE_MAX_LOG_SLOPE)``) is continued
 too, from the same start, and kept only where the held-out rows predict
-clearly better with it (``paired_rule``). The user guide's "Feature
-slopes" has the figures.
+clearly better with it (``paired_rule``). With ``feature_slopes='fine'``
+the finer map is the only one, in continuations and Adam's steps alike.
+The user guide's "Feature slopes" has the figures.
 """
 
 # Authors: The nwensemble developers
@@ -52,6 +53,7 @@ MAX_LOG_SLOPE = 1.0
 # slopes steep enough, to set apart the rows on the two sides of a jump
 # that falls inside a coarse bin. Where the target is smooth the finer map
 # reads more noise, and the held-out rows keep the coarse one.
+# feature_slopes='fine' learns only this map.
 FINE_BINS = 64
 FINE_MAX_LOG_SLOPE = 3.0
 # The continuation is a full-batch L-BFGS fit: on at most as many rows as
@@ -62,6 +64,13 @@ MAX_HELDOUT_ROWS = 1024
 # Without held-out rows of the head's own fit, this share of the
 # continuation's rows is held out to stop on.
 HELDOUT_FRACTION = 0.2
+
+
+def maps(feature_slopes):
+    """The maps a fit with ``feature_slopes`` (True or ``'fine'``) learns,
+    in the order tried: ``(bins, bound on the log-slopes)`` each."""
+    fine = (FINE_BINS, FINE_MAX_LOG_SLOPE)
+    return (fine,) if feature_slopes == "fine" else ((N_BINS, MAX_LOG_SLOPE), fine)
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,6 +159,7 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     (``N_BINS``) is fitted first; where the finer one (``FINE_BINS``) is
     tried too (see the module's docstring), it replaces the coarse one only
     where those held-out rows' squared errors are clearly lower with it.
+    With ``config.feature_slopes='fine'`` the finer map is the only one.
     Returns the ``FeatureSlopes`` and the projection (float64 NumPy), or
     None where there are too few rows or iterations to fit them.
     """
@@ -166,7 +176,7 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     heldout = loss_rows(*take_rows(X, Y, sw, val_rows, xp=xp), xp=xp, n_rows=n_rows)
     W0 = np.asarray(fitted.W, dtype=np.float64)
     fits = []
-    for n_bins, bound in ((N_BINS, MAX_LOG_SLOPE), (FINE_BINS, FINE_MAX_LOG_SLOPE)):
+    for n_bins, bound in maps(config.feature_slopes):
         if fits and not _presses_bound(fits[0][2][W0.size :]):
             break
         identity = identity_slopes(Xt.numeric, swt, xp=xp, n_bins=n_bins)
@@ -335,21 +345,24 @@ class SlopesObjective:
 class JointSlopes:
     """Slopes learned together with the projection by a stochastic fit, as
     one more parameter: their logarithms (p, bins), from 0 (the identity)
-    and kept within ``+-MAX_LOG_SLOPE``, at the knots of ``identity``
+    and kept within ``+-bound``, at the knots of ``identity``
     (``FeatureSlopes`` at slopes 1)."""
 
-    def __init__(self, identity):
+    def __init__(self, identity, bound=MAX_LOG_SLOPE):
         self.identity = identity
+        self.bound = bound
         self._at_dtype = {}
 
     @classmethod
-    def on(cls, X, sw, *, xp):
+    def on(cls, X, sw, *, xp, feature_slopes=True):
         """The slopes of the design ``X``'s numeric block, knots at the
-        quantiles of its rows of positive weight ``sw``; None without
-        numeric columns."""
+        quantiles of its rows of positive weight ``sw``: the coarse map, or
+        the finer one for ``feature_slopes='fine'`` (``maps``); None
+        without numeric columns."""
         if X.numeric.shape[1] == 0:
             return None
-        return cls(identity_slopes(X.numeric, sw, xp=xp))
+        n_bins, bound = maps(feature_slopes)[0]
+        return cls(identity_slopes(X.numeric, sw, xp=xp, n_bins=n_bins), bound)
 
     def start(self):
         """The log-slopes of the identity, in the knots' dtype."""
@@ -357,9 +370,9 @@ class JointSlopes:
         return xp.zeros_like(self.identity.low)
 
     def bounded(self, log_slope):
-        """``log_slope`` within ``+-MAX_LOG_SLOPE``."""
+        """``log_slope`` within ``+-bound``."""
         xp, _ = namespace_of(log_slope)
-        return xp.clip(log_slope, -MAX_LOG_SLOPE, MAX_LOG_SLOPE)
+        return xp.clip(log_slope, -self.bound, self.bound)
 
     def fitted(self, log_slope):
         """The ``FeatureSlopes`` at ``log_slope``."""
