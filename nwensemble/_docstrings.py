@@ -170,19 +170,20 @@ feature_slopes : bool or 'fine', default=False
     through a learned monotone piecewise-linear map: a slope per quantile
     bin (8 bins), within ``exp(+-1)`` (where a slope ends at that bound,
     64 bins within ``exp(+-3)`` are tried too and kept where the held-out
-    rows clearly gain; ``'fine'`` learns only those 64, by either solver:
-    for large tables whose target jumps at thresholds and whose new rows
-    come from the training rows' population, see the user guide's
-    "Feature slopes"), learned together with the first
+    rows clearly gain), learned together with the first
     member's projection (from slopes 1): by L-BFGS, as a continuation of
     its fit (on at most 4096 of its training rows, stopped on the rows it
     held out or, where it held none out, on a fifth of those rows; from
     the subsample's fit where one head's fit runs coarse to fine, in
     place of its refinement on all rows); by Adam, within its minibatch
-    steps (``solver``). The map is then applied for every member, at fit
-    and at prediction. A slope steep where the target jumps sets the rows
-    on either side apart, as a tree's split does, so that a kernel of
-    fixed width no longer averages across the jump. ``components_`` are
+    steps (``solver``), which learn the 64 bins within ``exp(+-3)`` with
+    ``'fine'`` (for large tables whose target jumps at thresholds and
+    whose new rows come from the training rows' population; with L-BFGS
+    ``'fine'`` is True; see the user guide's "Feature slopes"). The map is
+    then applied for every member, at fit and at prediction. A slope steep
+    where the target jumps sets the rows on either side apart, as a tree's
+    split does, so that a kernel of fixed width no longer averages across
+    the jump. ``components_`` are
     then in the mapped features' units. The continuation adds to the fit's
     time; the user guide's "Feature slopes" has what it costs and buys.""",
     "run": """\

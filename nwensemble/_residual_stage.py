@@ -122,8 +122,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         through a monotone piecewise-linear map learned with the stage's
         (first member's) projection, which its members then share, so that
         a kernel of fixed width can set apart the rows on either side of a
-        jump of the target (see :ref:`feature_slopes`). ``'fine'`` learns
-        only the finer map, in both stages. A stage given as
+        jump of the target (see :ref:`feature_slopes`). With ``'fine'``
+        a stage fitted by Adam (the first, above 4096 rows) learns the
+        finer map in its steps. A stage given as
         ``estimator`` or ``residual_estimator`` keeps its own.
 
     first_stage_heads : int, default=1

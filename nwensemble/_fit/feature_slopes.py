@@ -19,9 +19,10 @@ grow without limit and the head then reads noise. Where some slope ends at
 that bound (the fit wanted a steeper or flatter one), a finer map
 (``FINE_BINS`` bins, within ``exp(+-FINE_MAX_LOG_SLOPE)``) is continued
 too, from the same start, and kept only where the held-out rows predict
-clearly better with it (``paired_rule``). With ``feature_slopes='fine'``
-the finer map is the only one, in continuations and Adam's steps alike.
-The user guide's "Feature slopes" has the figures.
+clearly better with it (``paired_rule``). Adam, which has no second fit
+to choose by, learns the coarse map in its steps, or with
+``feature_slopes='fine'`` the finer one. The user guide's "Feature
+slopes" has the figures.
 """
 
 # Authors: The nwensemble developers
@@ -53,7 +54,7 @@ MAX_LOG_SLOPE = 1.0
 # slopes steep enough, to set apart the rows on the two sides of a jump
 # that falls inside a coarse bin. Where the target is smooth the finer map
 # reads more noise, and the held-out rows keep the coarse one.
-# feature_slopes='fine' learns only this map.
+# feature_slopes='fine' has Adam's steps learn this map.
 FINE_BINS = 64
 FINE_MAX_LOG_SLOPE = 3.0
 # The continuation is a full-batch L-BFGS fit: on at most as many rows as
@@ -64,13 +65,6 @@ MAX_HELDOUT_ROWS = 1024
 # Without held-out rows of the head's own fit, this share of the
 # continuation's rows is held out to stop on.
 HELDOUT_FRACTION = 0.2
-
-
-def maps(feature_slopes):
-    """The maps a fit with ``feature_slopes`` (True or ``'fine'``) learns,
-    in the order tried: ``(bins, bound on the log-slopes)`` each."""
-    fine = (FINE_BINS, FINE_MAX_LOG_SLOPE)
-    return (fine,) if feature_slopes == "fine" else ((N_BINS, MAX_LOG_SLOPE), fine)
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +153,6 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     (``N_BINS``) is fitted first; where the finer one (``FINE_BINS``) is
     tried too (see the module's docstring), it replaces the coarse one only
     where those held-out rows' squared errors are clearly lower with it.
-    With ``config.feature_slopes='fine'`` the finer map is the only one.
     Returns the ``FeatureSlopes`` and the projection (float64 NumPy), or
     None where there are too few rows or iterations to fit them.
     """
@@ -176,7 +169,7 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     heldout = loss_rows(*take_rows(X, Y, sw, val_rows, xp=xp), xp=xp, n_rows=n_rows)
     W0 = np.asarray(fitted.W, dtype=np.float64)
     fits = []
-    for n_bins, bound in maps(config.feature_slopes):
+    for n_bins, bound in ((N_BINS, MAX_LOG_SLOPE), (FINE_BINS, FINE_MAX_LOG_SLOPE)):
         if fits and not _presses_bound(fits[0][2][W0.size :]):
             break
         identity = identity_slopes(Xt.numeric, swt, xp=xp, n_bins=n_bins)
@@ -357,11 +350,14 @@ class JointSlopes:
     def on(cls, X, sw, *, xp, feature_slopes=True):
         """The slopes of the design ``X``'s numeric block, knots at the
         quantiles of its rows of positive weight ``sw``: the coarse map, or
-        the finer one for ``feature_slopes='fine'`` (``maps``); None
-        without numeric columns."""
+        the finer one for ``feature_slopes='fine'``; None without numeric
+        columns."""
         if X.numeric.shape[1] == 0:
             return None
-        n_bins, bound = maps(feature_slopes)[0]
+        if feature_slopes == "fine":
+            n_bins, bound = FINE_BINS, FINE_MAX_LOG_SLOPE
+        else:
+            n_bins, bound = N_BINS, MAX_LOG_SLOPE
         return cls(identity_slopes(X.numeric, sw, xp=xp, n_bins=n_bins), bound)
 
     def start(self):
