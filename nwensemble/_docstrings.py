@@ -183,9 +183,9 @@ feature_slopes : bool or 'fine', default=False
     then applied for every member, at fit and at prediction. A slope steep
     where the target jumps sets the rows on either side apart, as a tree's
     split does, so that a kernel of fixed width no longer averages across
-    the jump. ``components_`` are
-    then in the mapped features' units. The continuation adds to the fit's
-    time; the user guide's "Feature slopes" has what it costs and buys.""",
+    the jump. ``components_`` are then in the mapped features' units. The
+    continuation adds to the fit's time; the user guide's "Feature slopes"
+    has what it costs and buys.""",
     "run": """\
 warm_start : bool, default=False
     If True and ``fit`` was called before, start from the previous
