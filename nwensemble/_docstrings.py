@@ -176,11 +176,12 @@ feature_slopes : bool or 'fine', default=False
     held out or, where it held none out, on a fifth of those rows; from
     the subsample's fit where one head's fit runs coarse to fine, in
     place of its refinement on all rows); by Adam, within its minibatch
-    steps (``solver``), which learn the 64 bins within ``exp(+-3)`` with
-    ``'fine'`` (for large tables whose target jumps at thresholds and
-    whose new rows come from the training rows' population; with L-BFGS
-    ``'fine'`` is True; see the user guide's "Feature slopes"). The map is
-    then applied for every member, at fit and at prediction. A slope steep
+    steps (``solver``). ``'fine'`` has Adam's steps learn the 64 bins
+    within ``exp(+-3)`` in place of the 8 (for large tables whose target
+    jumps at thresholds and whose new rows come from the training rows'
+    population; see the user guide's "Feature slopes"); with L-BFGS it is
+    True. The map is then applied for every member, at fit and at
+    prediction. A slope steep
     where the target jumps sets the rows on either side apart, as a tree's
     split does, so that a kernel of fixed width no longer averages across
     the jump. ``components_`` are then in the mapped features' units. The

@@ -24,8 +24,9 @@ AUTO_ADAM_ROWS_EMBEDDINGS = 10_000
 # Several heads take Adam from here on: full-batch L-BFGS over all rows
 # (their only schedule) then takes longer than Adam and ends less accurate.
 # So does one head that learns feature slopes: below, its fit continues
-# them on all its rows, the finer map included, which Adam's steps do not
-# try (sharp steps in the target that a fit by Adam misses).
+# them on all its rows and chooses the finer map where the held-out rows
+# ask for it, which Adam's steps cannot (they learn one map, the coarse
+# one unless feature_slopes='fine').
 AUTO_ADAM_ROWS_HEADS = 4096
 
 
