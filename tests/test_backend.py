@@ -22,6 +22,7 @@ from nwensemble._shared.backend import (
 )
 from nwensemble._shared.host_threads import (
     _PRODUCT_THREADS,
+    blas_single_threaded,
     fixed_order_matmul,
     map_on_host_threads,
     products_on_threads,
@@ -331,6 +332,28 @@ def test_host_threads_see_the_callers_context_and_configuration():
     assert set(map_on_host_threads(seen, range(8), xp=np)) == {
         (None, get_config()["working_memory"])
     }
+
+
+def test_blas_single_threaded_holds_one_thread_and_restores_it():
+    """Within ``blas_single_threaded`` every BLAS library runs on one thread,
+    also when an enclosing hold (``fit_threads``) already set it; after it,
+    the threads are as before, the outer hold's included."""
+
+    def blas_threads():
+        return {
+            (lib["filepath"], lib["num_threads"])
+            for lib in threadpool_info()
+            if lib["user_api"] == "blas"
+        }
+
+    before = blas_threads()
+    with blas_single_threaded():
+        held = blas_threads()
+        assert {threads for _, threads in held} == {1}
+        with blas_single_threaded():
+            assert blas_threads() == held
+        assert blas_threads() == held
+    assert blas_threads() == before
 
 
 @pytest.mark.parametrize("blocks_of", ["A", "B"])

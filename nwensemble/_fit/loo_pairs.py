@@ -79,7 +79,8 @@ def loo_pairs(
         return None
     totals = np.where(low, 1.0, totals).astype(Z.dtype)
     Y_heads = np.swapaxes(sums[:, :t, :], 1, 2) / totals[:, :, None]
-    shifted = [np.flatnonzero(rows) for rows in low]
+    # Most evaluations have none: no pass over the heads for them.
+    shifted = [np.flatnonzero(rows) for rows in low] if low.any() else []
     for h, rows in enumerate(shifted):
         for block, E in sweep.shifted_weights(h, rows):
             totals[h, block] = np.sum(E, axis=1)
@@ -156,7 +157,7 @@ class _Pairs:
         w = (sw / np.max(sw)).astype(dtype)
         self.V = np.ascontiguousarray(np.concatenate([Y.T * w, w[None, :]], axis=0))
         self.YT = np.ascontiguousarray(Y.T)
-        self.log_w = log_weights(w, xp=np)
+        self.w = w
         self.kernels = kernels
         # Chunks' buffers, across calls when the caller keeps a workspace
         # and always between the two passes.
@@ -229,7 +230,7 @@ class _Pairs:
             block = rows[b0 : b0 + step]
             # z_i . z_j - |z_j|^2 / 2 + log w_j
             logits = self.Z1[h, block] @ self.keys[h, : d2 - 1]
-            logits += self.log_w
+            logits += log_weights(self.w, xp=np)
             logits[np.arange(block.size), block] = -math.inf
             logits -= np.max(logits, axis=1, keepdims=True)
             own = np.full(block.size, -1, dtype=np.int64)

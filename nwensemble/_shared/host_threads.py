@@ -106,8 +106,14 @@ def products_on_threads(threads):
 
 def blas_single_threaded():
     """Context holding NumPy's BLAS to one thread: products then round the
-    same whatever BLAS was set to."""
-    return _blas_libraries().limit(limits=1)
+    same whatever BLAS was set to. Nothing to do where every library already
+    runs on one (within a fit, ``fit_threads``): asking costs a small
+    fraction of setting and restoring the limit, which a small evaluation
+    would otherwise pay several times."""
+    libraries = _blas_libraries()
+    if all(lib.get_num_threads() == 1 for lib in libraries.lib_controllers):
+        return contextlib.nullcontext()
+    return libraries.limit(limits=1)
 
 
 def fixed_order_matmul(A, B, *, xp, blocks_of="A", out=None):
