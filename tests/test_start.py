@@ -147,6 +147,31 @@ def test_descent_lands_on_the_grids_best_in_fewer_losses(monkeypatch):
         calls.clear()
 
 
+def test_two_agreeing_folds_decide_as_the_four_do_in_half_the_scores(monkeypatch):
+    """The levers' switch: with it on, the check stops after two folds that
+    agree, with the four folds' verdict on problems where the folds agree
+    (one feature counts, every feature counts alike), after half of the
+    held-out scores."""
+    scores = []
+    heldout_loss = start.heldout_loss
+
+    def counted(*args, **kwargs):
+        scores.append(1)
+        return heldout_loss(*args, **kwargs)
+
+    monkeypatch.setattr(start, "heldout_loss", counted)
+    for target, kept in (("one", True), ("sum", False)):
+        Xs, Ys, sw = _scaled_problem(target, 0)
+        scores.clear()
+        assert _generalise(Xs, Ys, sw, 0) is kept
+        assert len(scores) == 2 * start._CROSS_FIT_FOLDS
+        monkeypatch.setattr(start, "_TWO_AGREEING_FOLDS_DECIDE", True)
+        scores.clear()
+        assert _generalise(Xs, Ys, sw, 0) is kept
+        assert len(scores) == 4
+        monkeypatch.setattr(start, "_TWO_AGREEING_FOLDS_DECIDE", False)
+
+
 def test_too_few_rows_to_cross_fit_keep_one_scale():
     Xs, Ys, sw = _scaled_problem("one", 0, n=2 * start._CROSS_FIT_FOLDS - 1)
     assert not _generalise(Xs, Ys, sw, 0)

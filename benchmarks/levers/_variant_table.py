@@ -1,7 +1,9 @@
 """The table that a lever script prints when it compares variants of the
-recommended start side by side on the same splits: its two sections
+recommended start side by side on the same splits: its sections
 (``bench_interactions.py``'s synthetic problems, with HistGradientBoosting;
-the numeric tables of ``../shared/data`` on ``bench_accuracy.py``'s folds),
+the numeric tables of ``../shared/data`` on ``bench_accuracy.py``'s folds;
+the mixed tables of ``../shared/data/mixed`` as frames, on
+``bench_real_tables.py``'s folds, ``--repeats`` times),
 its command line and its lines (mean test RMSE and median fit seconds per
 variant, and per section the geometric mean of each variant's RMSE over
 the default's).
@@ -20,7 +22,9 @@ import time
 import warnings
 
 import numpy as np
+import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.model_selection import KFold, RepeatedKFold
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 sys.path.insert(0, HERE)
@@ -146,6 +150,35 @@ def numeric(args, predictions):
     _summary("numeric", ratios)
 
 
+def mixed(args, predictions):
+    print(f"== mixed tables (5 folds x {args.repeats}, as bench_real_tables.py)")
+    _header(["default", *args.variants])
+    ratios = {}
+    folder = os.path.join(args.data, "data", "mixed")
+    for file in sorted(os.listdir(folder)):
+        name = file.removesuffix(".csv")
+        if not file.endswith(".csv") or (args.sets and name not in args.sets):
+            continue
+        frame = pd.read_csv(
+            os.path.join(folder, file), keep_default_na=False, na_values=[""]
+        )
+        X, y = frame.drop(columns="target"), frame["target"].to_numpy(dtype=float)
+        cv = KFold(5, shuffle=True, random_state=0)
+        if args.repeats > 1:
+            cv = RepeatedKFold(n_splits=5, n_repeats=args.repeats, random_state=0)
+        runs = [
+            _scored(
+                predictions(
+                    X.iloc[train], y[train], X.iloc[test], args.model_seed, args
+                ),
+                y[test],
+            )
+            for train, test in cv.split(X)
+        ]
+        _report(name, runs, ratios)
+    _summary("mixed", ratios)
+
+
 def parser(doc, variants):
     """The command line every such script shares; a script adds its own
     options before ``main`` parses it."""
@@ -154,7 +187,7 @@ def parser(doc, variants):
         "--sections",
         nargs="+",
         default=["synthetic", "numeric"],
-        choices=["synthetic", "numeric"],
+        choices=["synthetic", "numeric", "mixed"],
     )
     parser.add_argument("--variants", nargs="+", default=variants, choices=variants)
     parser.add_argument("--sets", nargs="*", default=None)
@@ -162,15 +195,16 @@ def parser(doc, variants):
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=2, help="mixed: 5-fold repeats")
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     return parser
 
 
 def main(parser, predictions):
     args = parser.parse_args()
-    if "numeric" in args.sections and not os.path.isdir(args.data):
+    if {"numeric", "mixed"} & set(args.sections) and not os.path.isdir(args.data):
         parser.error(f"no shared data at {args.data}; give --data")
     print(cpu_line())
-    sections = {"synthetic": synthetic, "numeric": numeric}
+    sections = {"synthetic": synthetic, "numeric": numeric, "mixed": mixed}
     for section in args.sections:
         sections[section](args, predictions)
