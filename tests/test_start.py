@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
@@ -170,6 +171,54 @@ def test_two_agreeing_folds_decide_as_the_four_do_in_half_the_scores(monkeypatch
         assert _generalise(Xs, Ys, sw, 0) is kept
         assert len(scores) == 4
         monkeypatch.setattr(start, "_TWO_AGREEING_FOLDS_DECIDE", False)
+
+
+@pytest.mark.parametrize("n", [120, start._SCALE_SEARCH_SIZE + 40])
+def test_later_members_on_the_same_rows_repeat_the_searches_not_the_check(
+    monkeypatch, n
+):
+    """A start on the rows of an earlier one takes that start's searches
+    from ``ScaleSearches`` (the same numbers), and still runs its own
+    cross-fitted check; where a subsample is drawn, every start searches
+    its own rows."""
+    searched = []
+    searched_fn = start._searched
+
+    def counted(*args, **kwargs):
+        searched.append(1)
+        return searched_fn(*args, **kwargs)
+
+    monkeypatch.setattr(start, "_searched", counted)
+    Xs, Ys, sw = _scaled_problem("one", 0, n=n)
+    softmax = KERNELS["softmax"]
+
+    def search(searches, seed):
+        return start._search_scales(
+            np.eye(8),
+            1,
+            Xs.numeric,
+            Ys,
+            sw,
+            kernel=softmax,
+            per_direction=True,
+            rng=np.random.RandomState(seed),
+            xp=np,
+            searches=searches,
+        )
+
+    searches = start.ScaleSearches()
+    first, again = search(searches, 0), search(searches, 1)
+    assert len(searched) == (1 if n <= start._SCALE_SEARCH_SIZE else 2)
+    for got, seed in ((first, 0), (again, 1)):
+        alone = search(None, seed)
+        assert_array_equal(got[0], alone[0])
+        assert got[1] == alone[1]
+    # Other rows: a search of their own.
+    searched.clear()
+    search(searches, 0)
+    Xs, Ys, sw = _scaled_problem("one", 1, n=n)
+    search(searches, 0)
+    assert len(searched) == (1 if n <= start._SCALE_SEARCH_SIZE else 2)
 
 
 def test_too_few_rows_to_cross_fit_keep_one_scale():

@@ -24,11 +24,13 @@ from nwensemble._fit.start import Start, initial_projection
 from nwensemble._shared.backend import device, to_numpy
 
 
-def start_with_codes(config, previous, design, layout, Ys, sw, *, rng, xp):
+def start_with_codes(
+    config, previous, design, layout, Ys, sw, *, rng, xp, searches=None
+):
     """The heads' ``start.Start`` for the rows of a ``Design`` whose code
     columns sit as ``layout`` (a ``features.CodeLayout``) says: parameters
     (p + n_codes, n_heads * d), float64 NumPy; ``previous`` (warm start) as
-    it is."""
+    it is; ``searches`` as ``initial_projection`` takes it."""
     if previous is not None:
         prev = to_numpy(previous).astype(np.float64)
         if prev.shape[0] != design.shape[1]:
@@ -54,7 +56,15 @@ def start_with_codes(config, previous, design, layout, Ys, sw, *, rng, xp):
         columns.append(xp.take(table, local, axis=0)[:, None])
     X0 = xp.concat([design.numeric] + columns, axis=1)
     dense = initial_projection(
-        config, None, X0, Ys, sw, np.ones(X0.shape[1]), rng=rng, xp=xp
+        config,
+        None,
+        X0,
+        Ys,
+        sw,
+        np.ones(X0.shape[1]),
+        rng=rng,
+        xp=xp,
+        searches=searches,
     )
     W0 = dense.W
     rows = [W0[:p]] + [v[:, None] * W0[p + j][None, :] for j, v in enumerate(positions)]

@@ -21,7 +21,7 @@ from nwensemble._fit.embedding_start import start_with_codes
 from nwensemble._fit.feature_slopes import continue_with_slopes
 from nwensemble._fit.local_fit import choose_readout, local_ridges
 from nwensemble._fit.solvers import choose_solver
-from nwensemble._fit.start import initial_projection
+from nwensemble._fit.start import ScaleSearches, initial_projection
 from nwensemble._shared.backend import device, to_numpy
 from nwensemble._shared.duplicates import DuplicateIndex
 from nwensemble._shared.features import fit_feature_map
@@ -147,6 +147,8 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
 
     members = []
     slopes = None
+    # Later members on the same rows as an earlier one repeat its searches.
+    searches = ScaleSearches()
     for m in range(config.n_members):
         if m == 0 and first_member is not None:
             members.append(first_member.solver)
@@ -166,6 +168,7 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
                     swt,
                     rng=rng,
                     xp=xp,
+                    searches=searches,
                 )
             )
             if learns_slopes:
@@ -220,13 +223,23 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
     )
 
 
-def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
-    """One member's heads: their start, then the solver (``SolverResult``)."""
+def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp, searches=None):
+    """One member's heads: their start (its scale searches kept in
+    ``searches``, a ``start.ScaleSearches`` or None), then the solver
+    (``SolverResult``)."""
     n_heads = config.n_heads
     start = time.perf_counter()
     if features.codes is not None:
         begin = start_with_codes(
-            config, previous, Xt, features.codes, Yt, swt, rng=rng, xp=xp
+            config,
+            previous,
+            Xt,
+            features.codes,
+            Yt,
+            swt,
+            rng=rng,
+            xp=xp,
+            searches=searches,
         )
     else:
         # Init arrays are in input units when the map is linear, else in
@@ -242,6 +255,7 @@ def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp):
             scale_np.astype(np.float64),
             rng=rng,
             xp=xp,
+            searches=searches,
         )
     config.progress("start (bandwidths on a subsample)", start)
     W0 = begin.W

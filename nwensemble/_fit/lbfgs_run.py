@@ -5,14 +5,16 @@
 
 import contextlib
 import contextvars
-import os
 import time
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import ThreadpoolController
 
-from nwensemble._shared.host_threads import products_on_threads
+from nwensemble._shared.host_threads import (
+    blas_libraries,
+    other_blas_libraries,
+    products_on_threads,
+)
 
 
 class LBFGSRun:
@@ -136,7 +138,7 @@ def fit_threads():
     threads outside back to the evaluations that measurably run faster
     with them.
     """
-    blas = ThreadpoolController().select(user_api="blas")
+    blas = blas_libraries()
     token = _THREADS_OUTSIDE.set(_threads_outside(blas))
     try:
         with blas.limit(limits=1):
@@ -162,7 +164,7 @@ class BlasThreads:
 
     def __init__(self, probe_every=16):
         self.probe_every = probe_every
-        self._blas = ThreadpoolController().select(user_api="blas")
+        self._blas = blas_libraries()
         self._many = _threads_outside(self._blas)
         self._times = {self._many: [], 1: []}
         self._count = 0
@@ -208,17 +210,5 @@ def _other_blas_single_threaded():
     A no-op where NumPy's library cannot be told apart (one shared BLAS, as in
     conda environments, has no second pool to compete with).
     """
-    controller = ThreadpoolController()
-    blas = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
-    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
-    own = [lib for lib in blas if _is_numpy_lib(lib.filepath, numpy_dir)]
-    others = [lib.filepath for lib in blas if lib not in own]
-    if not own or not others:
-        return contextlib.nullcontext()
-    return controller.select(filepath=others).limit(limits=1)
-
-
-def _is_numpy_lib(filepath, site_dir):
-    """Whether a shared library ships inside NumPy's wheel (``numpy.libs``)."""
-    rel = os.path.relpath(os.path.realpath(filepath), os.path.realpath(site_dir))
-    return rel.split(os.sep)[0] in ("numpy", "numpy.libs")
+    others = other_blas_libraries()
+    return contextlib.nullcontext() if others is None else others.limit(limits=1)

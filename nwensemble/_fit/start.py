@@ -4,9 +4,11 @@ or random), then each head's bandwidth searched by leave-one-out loss."""
 # Authors: The nwensemble developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import hashlib
 import math
 from dataclasses import dataclass
 
+import array_api_compat
 import numpy as np
 from scipy.optimize import minimize
 
@@ -86,12 +88,16 @@ class Start:
     feature_scales: bool
 
 
-def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
+def initial_projection(
+    config, previous, Xs, Ys, sw, scale_np, *, rng, xp, searches=None
+):
     """The heads' ``Start``: ``W`` (p, n_heads * d), float64 NumPy, in model
     units, and whether it fitted a scale per feature.
 
     ``previous`` is the last fit's ``W`` (warm start); ``scale_np`` turns an
-    ``init`` array given in the units of ``components_`` into model units.
+    ``init`` array given in the units of ``components_`` into model units;
+    ``searches`` (a ``ScaleSearches`` or None) keeps the scale searches for
+    the fit's next member.
 
     String inits give every head its own block of directions: disjoint while
     ``n_heads * head_dim <= n_features``, overlapping after that (see
@@ -146,6 +152,7 @@ def initial_projection(config, previous, Xs, Ys, sw, scale_np, *, rng, xp):
         per_direction=per_direction,
         rng=rng,
         xp=xp,
+        searches=searches,
     )
     return Start(_nudged_repeats(W, n_heads, rng=rng), feature_scales)
 
@@ -221,7 +228,38 @@ def _random_orthogonal(p, rng):
     return Q * np.sign(np.diag(R))
 
 
-def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
+class ScaleSearches:
+    """The scale searches of a fit's starts, kept for its later members.
+
+    The members after the first start on the same rows, and on at most
+    ``_SCALE_SEARCH_SIZE`` rows no subsample is drawn: their common scale
+    and per-direction scales are then the same searches on the same
+    numbers, to the bit, and only the cross-fitted check (its folds drawn
+    afresh) differs. Searches are found by the digest of everything they
+    read (rows, targets, weights, directions, kernel), on the host only.
+    """
+
+    def __init__(self):
+        self._found = {}
+
+    def on(self, Xs, Ys, sw, W, *, kernel, per_direction, xp):
+        """The dict ``{head: (scale, loss, scales, fitted loss)}`` of the
+        searches on these operands (empty the first time), or None for
+        arrays off the host."""
+        if not array_api_compat.is_numpy_namespace(xp):
+            return None
+        digest = hashlib.blake2b(digest_size=16)
+        for a in (Xs.numeric, Ys, sw, W):
+            a = np.ascontiguousarray(a)
+            digest.update(repr((a.shape, a.dtype.str)).encode())
+            digest.update(a.data)
+        digest.update(repr((kernel.name, per_direction)).encode())
+        return self._found.setdefault(digest.digest(), {})
+
+
+def _search_scales(
+    W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp, searches=None
+):
     """Scale each head's directions to its lowest leave-one-out loss; returns
     the scaled ``W`` and whether every head kept a scale per direction (a
     head of one direction has one by construction).
@@ -232,16 +270,23 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
     own (``_fit_direction_scales``), so that directions along which the
     target varies fast start narrow and the others wide; the fitted scales
     replace the common one where they lower the loss, on the subsample and
-    on rows they were not fitted to (``_own_scales_generalise``).
+    on rows they were not fitted to (``_own_scales_generalise``). With
+    ``searches``, searches on every row are kept there and taken from there.
     """
-    Xs, Ys, sw = subsample(
-        numbers_design(Xs), Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp
-    )
+    design = numbers_design(Xs)
+    Xs, Ys, sw = subsample(design, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
     # In float64 whatever the fit's dtype: a float32 search's rounding
     # differs between BLAS kernels, and its ten L-BFGS-B steps amplify that
     # into another start (on a few hundred rows the extra width costs little).
+    every_row = Xs is design
     Xs = Xs.astype(xp.float64)
     Ys, sw = xp.astype(Ys, xp.float64), xp.astype(sw, xp.float64)
+    found = None
+    if searches is not None and every_row:
+        found = searches.on(
+            Xs, Ys, sw, W, kernel=kernel, per_direction=per_direction, xp=xp
+        )
+    found = {} if found is None else found
     d = W.shape[1] // n_heads
     W = W.copy()
     own_scales = per_direction
@@ -256,14 +301,11 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
         second_moment = float(xp.sum(sw[:, None] * Z * Z)) / d
         varies = spread > _CONSTANT_SPREAD * second_moment
         unit = W[:, cols] * (1.0 / math.sqrt(spread) if varies else 1.0)
-        unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Ys))
-        scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
+        if h not in found:
+            found[h] = _searched(unit, Xs, Ys, sw, kernel, per_direction and d > 1, xp)
+        scale, loss, scales, fitted_loss = found[h]
         W[:, cols] = unit * scale
         if per_direction and d > 1:
-            narrowest = scale * _DIRECTION_NARROWEST
-            scales, fitted_loss = _fit_direction_scales(
-                unit, Xs, Ys, sw, kernel=kernel, xp=xp, narrowest=narrowest
-            )
             if fitted_loss < loss and _own_scales_generalise(
                 unit, Xs, Ys, sw, kernel=kernel, rng=rng, xp=xp, near=scale
             ):
@@ -271,6 +313,21 @@ def _search_scales(W, n_heads, Xs, Ys, sw, *, kernel, per_direction, rng, xp):
             else:
                 own_scales = False
     return W, own_scales
+
+
+def _searched(unit, Xs, Ys, sw, kernel, per_direction, xp):
+    """One head's searches on ``Xs`` from its directions ``unit`` (p, d;
+    NumPy, at unit spread): the grid's best common scale and its loss, and
+    with ``per_direction`` the per-direction scales and theirs (else None
+    and None)."""
+    unit_x = xp.asarray(unit, dtype=Xs.dtype, device=device(Ys))
+    scale, loss = _best_scale(unit_x, Xs, Ys, sw, _SCALE_GRID, kernel=kernel, xp=xp)
+    if not per_direction:
+        return scale, loss, None, None
+    scales, fitted_loss = _fit_direction_scales(
+        unit, Xs, Ys, sw, kernel=kernel, xp=xp, narrowest=scale * _DIRECTION_NARROWEST
+    )
+    return scale, loss, scales, fitted_loss
 
 
 def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp, near=None):

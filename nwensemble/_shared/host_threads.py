@@ -110,7 +110,7 @@ def blas_single_threaded():
     runs on one (within a fit, ``fit_threads``): asking costs a small
     fraction of setting and restoring the limit, which a small evaluation
     would otherwise pay several times."""
-    libraries = _blas_libraries()
+    libraries = blas_libraries()
     if all(lib.get_num_threads() == 1 for lib in libraries.lib_controllers):
         return contextlib.nullcontext()
     return libraries.limit(limits=1)
@@ -177,8 +177,31 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
 
 
 @functools.cache
-def _blas_libraries():
+def blas_libraries():
     """The BLAS libraries loaded at the first call, NumPy's among them (the
     tiles' products are NumPy's): found once, as searching the loaded
-    libraries at every call costs more than a small pass."""
+    libraries at every call (about a millisecond) costs more than a small
+    pass."""
     return ThreadpoolController().select(user_api="blas")
+
+
+@functools.cache
+def other_blas_libraries():
+    """The BLAS libraries other than NumPy's loaded at the first call (SciPy's
+    wheels bring their own OpenBLAS), or None where there are none or
+    NumPy's cannot be told apart (one shared BLAS, as in conda
+    environments)."""
+    controller = ThreadpoolController()
+    blas = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
+    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
+    own = [lib for lib in blas if _is_numpy_lib(lib.filepath, numpy_dir)]
+    others = [lib.filepath for lib in blas if lib not in own]
+    if not own or not others:
+        return None
+    return controller.select(filepath=others)
+
+
+def _is_numpy_lib(filepath, site_dir):
+    """Whether a shared library ships inside NumPy's wheel (``numpy.libs``)."""
+    rel = os.path.relpath(os.path.realpath(filepath), os.path.realpath(site_dir))
+    return rel.split(os.sep)[0] in ("numpy", "numpy.libs")
