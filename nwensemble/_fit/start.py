@@ -275,10 +275,10 @@ def _search_scales(
     """
     design = numbers_design(Xs)
     Xs, Ys, sw = subsample(design, Ys, sw, _SCALE_SEARCH_SIZE, rng=rng, xp=xp)
+    every_row = Xs is design  # no subsample drawn
     # In float64 whatever the fit's dtype: a float32 search's rounding
     # differs between BLAS kernels, and its ten L-BFGS-B steps amplify that
     # into another start (on a few hundred rows the extra width costs little).
-    every_row = Xs is design
     Xs = Xs.astype(xp.float64)
     Ys, sw = xp.astype(Ys, xp.float64), xp.astype(sw, xp.float64)
     found = None
