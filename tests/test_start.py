@@ -114,17 +114,23 @@ def test_one_scale_is_kept_where_every_feature_counts_alike():
         assert not _generalise(Xs, Ys, sw, seed)
 
 
-def test_descent_lands_on_the_grids_best_in_fewer_losses(monkeypatch):
-    softmax = KERNELS["softmax"]
-    grid = start._SCALE_GRID
+def _counting(monkeypatch, name):
+    """A list that gains an entry at every call of ``start.<name>``."""
     calls = []
-    loo_value = start._loo_value
+    function = getattr(start, name)
 
     def counted(*args, **kwargs):
         calls.append(1)
-        return loo_value(*args, **kwargs)
+        return function(*args, **kwargs)
 
-    monkeypatch.setattr(start, "_loo_value", counted)
+    monkeypatch.setattr(start, name, counted)
+    return calls
+
+
+def test_descent_lands_on_the_grids_best_in_fewer_losses(monkeypatch):
+    softmax = KERNELS["softmax"]
+    grid = start._SCALE_GRID
+    calls = _counting(monkeypatch, "_loo_value")
     for target in ("one", "sum"):
         Xs, Ys, sw = _scaled_problem(target, 0)
         W = np.eye(8)
@@ -153,14 +159,7 @@ def test_two_agreeing_folds_decide_as_the_four_do_in_half_the_scores(monkeypatch
     agree, with the four folds' verdict on problems where the folds agree
     (one feature counts, every feature counts alike), after half of the
     held-out scores."""
-    scores = []
-    heldout_loss = start.heldout_loss
-
-    def counted(*args, **kwargs):
-        scores.append(1)
-        return heldout_loss(*args, **kwargs)
-
-    monkeypatch.setattr(start, "heldout_loss", counted)
+    scores = _counting(monkeypatch, "heldout_loss")
     for target, kept in (("one", True), ("sum", False)):
         Xs, Ys, sw = _scaled_problem(target, 0)
         scores.clear()
@@ -181,14 +180,7 @@ def test_later_members_on_the_same_rows_repeat_the_searches_not_the_check(
     from ``ScaleSearches`` (the same numbers), and still runs its own
     cross-fitted check; where a subsample is drawn, every start searches
     its own rows."""
-    searched = []
-    searched_fn = start._searched
-
-    def counted(*args, **kwargs):
-        searched.append(1)
-        return searched_fn(*args, **kwargs)
-
-    monkeypatch.setattr(start, "_searched", counted)
+    searched = _counting(monkeypatch, "_searched")
     Xs, Ys, sw = _scaled_problem("one", 0, n=n)
     softmax = KERNELS["softmax"]
 
