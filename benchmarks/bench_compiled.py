@@ -35,9 +35,9 @@ Sections:
   derivative in the slopes (``ramp_sums``), float32, 25 features in 8
   bins (the coarse map) and in 64 (the finer one), on a minibatch (1024
   rows) and on ``--train-n`` x 4 rows (an epoch's held-out score maps
-  every training row): NumPy's path (a ramp
-  array per bin) against the compiled pass (``numba_slopes``), one
-  thread; microseconds per call and their ratio.
+  every training row): NumPy's path (a ramp array per bin) against the
+  compiled pass (``numba_slopes``), one thread; microseconds per call and
+  their ratio.
 * ``compile``: the kernels' first use in a fresh process, with an empty
   cache (cold: compiled) and with the cache that run left (warm: loaded);
   the first fit of a small model less its second fit.

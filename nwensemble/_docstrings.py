@@ -181,12 +181,11 @@ feature_slopes : bool or 'fine', default=False
     jumps at thresholds and whose new rows come from the training rows'
     population; see the user guide's "Feature slopes"); with L-BFGS it is
     True. The map is then applied for every member, at fit and at
-    prediction. A slope steep
-    where the target jumps sets the rows on either side apart, as a tree's
-    split does, so that a kernel of fixed width no longer averages across
-    the jump. ``components_`` are then in the mapped features' units. The
-    continuation adds to the fit's time; the user guide's "Feature slopes"
-    has what it costs and buys.""",
+    prediction. A slope steep where the target jumps sets the rows on
+    either side apart, as a tree's split does, so that a kernel of fixed
+    width no longer averages across the jump. ``components_`` are then in
+    the mapped features' units. The continuation adds to the fit's time;
+    the user guide's "Feature slopes" has what it costs and buys.""",
     "run": """\
 warm_start : bool, default=False
     If True and ``fit`` was called before, start from the previous

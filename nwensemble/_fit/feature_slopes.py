@@ -169,7 +169,7 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     heldout = loss_rows(*take_rows(X, Y, sw, val_rows, xp=xp), xp=xp, n_rows=n_rows)
     W0 = np.asarray(fitted.W, dtype=np.float64)
     fits = []
-    for n_bins, bound in ((N_BINS, MAX_LOG_SLOPE), (FINE_BINS, FINE_MAX_LOG_SLOPE)):
+    for n_bins, bound in (_map_size(fine=False), _map_size(fine=True)):
         if fits and not _presses_bound(fits[0][2][W0.size :]):
             break
         identity = identity_slopes(Xt.numeric, swt, xp=xp, n_bins=n_bins)
@@ -188,6 +188,12 @@ def continue_with_slopes(config, fitted, X, Y, sw, *, rng, xp):
     W, slope = train.split(theta)
     slopes = dataclasses.replace(identity, slope=xp.astype(slope, identity.low.dtype))
     return slopes, to_numpy(W).astype(np.float64)
+
+
+def _map_size(*, fine):
+    """``(bins, bound)`` of the coarse map, or with ``fine`` of the finer
+    one."""
+    return (FINE_BINS, FINE_MAX_LOG_SLOPE) if fine else (N_BINS, MAX_LOG_SLOPE)
 
 
 def _presses_bound(log_slope):
@@ -354,10 +360,7 @@ class JointSlopes:
         columns."""
         if X.numeric.shape[1] == 0:
             return None
-        if feature_slopes == "fine":
-            n_bins, bound = FINE_BINS, FINE_MAX_LOG_SLOPE
-        else:
-            n_bins, bound = N_BINS, MAX_LOG_SLOPE
+        n_bins, bound = _map_size(fine=feature_slopes == "fine")
         return cls(identity_slopes(X.numeric, sw, xp=xp, n_bins=n_bins), bound)
 
     def start(self):

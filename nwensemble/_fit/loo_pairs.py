@@ -226,11 +226,12 @@ class _Pairs:
         every row, shifted by each row's largest logit."""
         H, d2, n = self.keys.shape
         step = _strip_rows(n, 1, self.keys.dtype.itemsize)
+        log_w = log_weights(self.w, xp=np)
         for b0 in range(0, rows.size, step):
             block = rows[b0 : b0 + step]
             # z_i . z_j - |z_j|^2 / 2 + log w_j
             logits = self.Z1[h, block] @ self.keys[h, : d2 - 1]
-            logits += log_weights(self.w, xp=np)
+            logits += log_w
             logits[np.arange(block.size), block] = -math.inf
             logits -= np.max(logits, axis=1, keepdims=True)
             own = np.full(block.size, -1, dtype=np.int64)

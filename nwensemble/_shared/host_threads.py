@@ -180,8 +180,7 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
 def blas_libraries():
     """The BLAS libraries loaded at the first call, NumPy's among them (the
     tiles' products are NumPy's): found once, as searching the loaded
-    libraries at every call (about a millisecond) costs more than a small
-    pass."""
+    libraries at every call costs more than a small pass."""
     return ThreadpoolController().select(user_api="blas")
 
 
