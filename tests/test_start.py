@@ -155,21 +155,48 @@ def test_descent_lands_on_the_grids_best_in_fewer_losses(monkeypatch):
 
 
 def test_two_agreeing_folds_decide_as_the_four_do_in_half_the_scores(monkeypatch):
-    """The levers' switch: with it on, the check stops after two folds that
-    agree, with the four folds' verdict on problems where the folds agree
-    (one feature counts, every feature counts alike), after half of the
-    held-out scores."""
+    """The check stops after two folds that agree, with the four folds'
+    verdict on problems where the folds agree (one feature counts, every
+    feature counts alike), after half of the held-out scores; the switch
+    off takes all four."""
     scores = _counting(monkeypatch, "heldout_loss")
+    assert start._TWO_AGREEING_FOLDS_DECIDE
     for target, kept in (("one", True), ("sum", False)):
         Xs, Ys, sw = _scaled_problem(target, 0)
         scores.clear()
         assert _generalise(Xs, Ys, sw, 0) is kept
-        assert len(scores) == 2 * start._CROSS_FIT_FOLDS
-        monkeypatch.setattr(start, "_TWO_AGREEING_FOLDS_DECIDE", True)
-        scores.clear()
-        assert _generalise(Xs, Ys, sw, 0) is kept
         assert len(scores) == 4
         monkeypatch.setattr(start, "_TWO_AGREEING_FOLDS_DECIDE", False)
+        scores.clear()
+        assert _generalise(Xs, Ys, sw, 0) is kept
+        assert len(scores) == 2 * start._CROSS_FIT_FOLDS
+        monkeypatch.setattr(start, "_TWO_AGREEING_FOLDS_DECIDE", True)
+
+
+@pytest.mark.parametrize(
+    "fold_losses, kept",
+    [
+        # (common, own) per fold: the first two disagree, the sums decide.
+        ([(1.0, 2.0), (2.0, 1.5), (1.0, 0.5), (1.0, 0.5)], True),
+        ([(2.0, 1.0), (1.0, 1.5), (1.0, 1.4), (1.0, 1.4)], False),
+    ],
+)
+def test_first_two_folds_that_disagree_leave_the_verdict_to_all(
+    monkeypatch, fold_losses, kept
+):
+    """Where the first two folds disagree, every fold is scored and the
+    summed losses decide, whatever the first fold said."""
+    scripted = iter(loss for pair in fold_losses for loss in pair)
+    scores = []
+
+    def scripted_loss(*args, **kwargs):
+        scores.append(1)
+        return next(scripted)
+
+    monkeypatch.setattr(start, "heldout_loss", scripted_loss)
+    Xs, Ys, sw = _scaled_problem("one", 0)
+    assert _generalise(Xs, Ys, sw, 0) is kept
+    assert len(scores) == 2 * start._CROSS_FIT_FOLDS
 
 
 @pytest.mark.parametrize("n", [120, start._SCALE_SEARCH_SIZE + 40])

@@ -4,11 +4,13 @@ scales decided by its first two folds where they agree.
 Each start with a scale per feature (``_fit/start.py``) asks whether those
 scales predict rows they were not fitted to better than one common scale,
 on four cross-fitted folds of its subsample; on the small tables that check
-is about half of the recommended start's fit. The variant takes the folds
+is about half of the recommended start's fit. The check takes the folds
 in turn and stops after the first two when both say the same (the fold's
 held-out loss lower with the per-feature scales, or not); otherwise it goes
-on to all four, as the default does. The folds are drawn as before, so
-wherever the verdict is the same the fit is the same to the bit.
+on to all four. That is the default since it was kept; the variant ``all
+four folds`` scores all four always, as before. The folds are drawn the
+same way, so wherever the verdict is the same the fit is the same to the
+bit.
 
 Sections as ``_variant_table`` prints them: ``synthetic``, ``numeric`` and
 ``mixed``. This is a measurement script: it patches the private start

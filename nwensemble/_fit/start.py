@@ -45,9 +45,10 @@ _DIRECTION_NARROWEST = 8.0
 # it; why not halves: the benchmarks page's levers).
 _CROSS_FIT_FOLDS = 4
 # Whether the check stops after its first two folds when they agree on which
-# start predicted their rows better: False (all four folds) as measured for
-# the default; True for comparisons (the levers' bench_check_folds.py).
-_TWO_AGREEING_FOLDS_DECIDE = False
+# start predicted their rows better (the verdict of all four in nearly every
+# check, at half the scores); False takes all four always, for comparisons
+# (the levers' bench_check_folds.py).
+_TWO_AGREEING_FOLDS_DECIDE = True
 # Heads that start with the same metric are nudged apart by about this much
 # (``_nudged_repeats``).
 _REPEAT_NUDGE = 0.3
@@ -343,7 +344,10 @@ def _own_scales_generalise(W, Xs, Ys, sw, *, kernel, rng, xp, near=None):
     the per-direction scales can lower the leave-one-out loss of the rows
     they were fitted to and still predict new rows worse than one scale;
     the full fit then starts from them and early stopping keeps it near
-    them. With fewer than two rows per fold: one scale.
+    them. The folds are taken in turn, and where the first two agree on
+    which start predicts their rows better, theirs is the verdict (see
+    ``_TWO_AGREEING_FOLDS_DECIDE``); else all folds' losses summed decide.
+    With fewer than two rows per fold: one scale.
     """
     n = Xs.shape[0]
     if n < 2 * _CROSS_FIT_FOLDS:
