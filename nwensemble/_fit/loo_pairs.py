@@ -59,7 +59,10 @@ def loo_pairs(
     n = Z.shape[0]
     n_chunks = chunk_count(n)
     bounds = _balanced_bounds(n, n_chunks)
-    chunks = range(n_chunks)
+    # The last chunks cost the most (their strips' scores reach below the
+    # triangle): taken first, they leave no thread waiting on the last one.
+    # The chunks' parts are added in the chunks' order all the same.
+    chunks = range(n_chunks - 1, -1, -1)
     threads = n * n * n_heads >= threaded_scores
     with blas_single_threaded():
         parts = map_on_host_threads(
@@ -68,7 +71,7 @@ def loo_pairs(
             xp=np,
             threads=threads,
         )
-    sums = add_in_order(parts)
+    sums = add_in_order(parts[::-1])
     t = Y.shape[1]
     totals = sums[:, t, :]
     # Rows whose sum underflowed (a row far from every other): their own
@@ -103,7 +106,7 @@ def loo_pairs(
             xp=np,
             threads=threads,
         )
-    CZ = add_in_order(parts)
+    CZ = add_in_order(parts[::-1])
     Zh = sweep.Z1[:, :, :-1]
     # Head h's gradient in row k: sum_j C_kj (z_j - z_k).
     grad = CZ[:, :, :-1] - CZ[:, :, -1:] * Zh
