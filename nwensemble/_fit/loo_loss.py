@@ -15,8 +15,8 @@ from nwensemble._shared.passes import head_sum
 
 # Scores (rows x rows x heads) from which the heads' passes run on threads:
 # below, the threads cost more than they save (the break-even measured in
-# the performance notes: a million).
-THREADED_SCORES = 1 << 20
+# the performance notes).
+THREADED_SCORES = 1 << 19
 
 
 def loo_loss_and_grad(W, X, Y, sw, *, xp, kernel, **options):
