@@ -149,7 +149,8 @@ class _Pairs:
         n = Z.shape[0]
         d = Z.shape[1] // n_heads
         dtype = Z.dtype
-        Zh = np.moveaxis(Z.reshape(n, n_heads, d), 1, 0)
+        # The heads first (``np.moveaxis``'s view, without its checks).
+        Zh = Z.reshape(n, n_heads, d).transpose(1, 0, 2)
         half = 0.5 * np.sum(Zh * Zh, axis=2)[:, :, None]
         ones = np.ones((n_heads, n, 1), dtype=dtype)
         self.queries = np.concatenate([Zh, ones, -half], axis=2)

@@ -59,5 +59,10 @@ def ensemble_upstream(Y_heads, Y, sw, diversity):
     scale = (2.0 / n_heads) * sw[:, None]
     R = Y_hat - Y
     if not diversity or n_heads == 1:
-        return np.broadcast_to(scale * R, Y_heads.shape)
+        # The same for every head: one array read by each (one head's by
+        # indexing, which costs less than ``broadcast_to`` on a small block).
+        upstream = scale * R
+        if n_heads == 1:
+            return upstream[None]
+        return np.broadcast_to(upstream, Y_heads.shape)
     return scale * (R - diversity * (Y_heads - Y_hat))
