@@ -121,6 +121,40 @@ def test_only_the_scored_rows_count():
     assert on_line.readout.ridge < on_noise.readout.ridge
 
 
+@pytest.mark.parametrize("share", [0.5, 0.8])
+def test_most_rows_scoring_take_one_pass(monkeypatch, share):
+    """Where at least half of the rows score, one pass over every row gives
+    the choice and the estimates that a pass over the scoring rows and one
+    over every row give."""
+    rng = np.random.default_rng(3)
+    Z = rng.uniform(-3, 3, size=(300, 2))
+    y = Z[:, 0] * Z[:, 1] + 0.3 * rng.normal(size=300)
+    rows, sw = np.arange(300), np.full(300, 1.0 / 300)
+    scored = np.sort(rng.permutation(300)[: int(share * 300)])
+    keys = _keys(Z, y)
+    passes = []
+    loo_sums = local_fit._loo_sums
+
+    def counted(*args, **kwargs):
+        passes.append(args[1].shape[0])
+        return loo_sums(*args, **kwargs)
+
+    monkeypatch.setattr(local_fit, "_loo_sums", counted)
+    one = choose_readout(keys, rows, sw, "auto", scored=scored)
+    assert passes == [300]
+    passes.clear()
+    monkeypatch.setattr(local_fit, "_one_pass", lambda scoring, n_rows: False)
+    two = choose_readout(keys, rows, sw, "auto", scored=scored)
+    assert passes == [scored.shape[0], 300]
+    a, b = one.keys.readout, two.keys.readout
+    assert (a.ridge, a.squares) == (b.ridge, b.squares)
+    np.testing.assert_array_equal(a.low, b.low)
+    np.testing.assert_array_equal(a.high, b.high)
+    assert one.width == two.width
+    np.testing.assert_allclose(one.error, two.error, rtol=1e-12)
+    np.testing.assert_allclose(one.heads, two.heads, rtol=1e-12, atol=1e-12)
+
+
 def test_members_are_scored_each_on_its_own_rows():
     """With members (``scored`` a list), each group of heads is scored on
     its own rows: two identical members scored on the line's rows choose
