@@ -187,17 +187,31 @@ def make_models(frame, names, seed=0):
     return models
 
 
-def run(path, names, folds, repeats=1, seeds=1):
-    """RMSE per fold and seed, and fit times, of every model on one table."""
+def read_table(path):
+    """``(frame, X, y)`` of a mixed table: only empty cells are missing."""
     frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     X, y = frame.drop(columns="target"), frame["target"].to_numpy(dtype=float)
+    return frame, X, y
+
+
+def table_splits(X, folds, repeats=1):
+    """The table's ``(train, test)`` splits: shuffled ``KFold``, reshuffled
+    ``repeats`` times (``RepeatedKFold``) where more than one."""
     cv = KFold(folds, shuffle=True, random_state=0)
     if repeats > 1:
         cv = RepeatedKFold(n_splits=folds, n_repeats=repeats, random_state=0)
+    return cv.split(X)
+
+
+def run(path, names, folds, repeats=1, seeds=1):
+    """RMSE per fold and seed, and fit times, of every model on one table."""
+    frame, X, y = read_table(path)
     rmse = {name: [] for name in names}
     fit_time = {name: [] for name in names}
     splits = [
-        (train, test, seed) for train, test in cv.split(X) for seed in range(seeds)
+        (train, test, seed)
+        for train, test in table_splits(X, folds, repeats)
+        for seed in range(seeds)
     ]
     for train, test, seed in splits:
         for name, model in make_models(X, names, seed).items():

@@ -22,9 +22,7 @@ import time
 import warnings
 
 import numpy as np
-import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
-from sklearn.model_selection import KFold, RepeatedKFold
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 sys.path.insert(0, HERE)
@@ -33,6 +31,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import bench_interactions  # noqa: E402
 from _common import cpu_line  # noqa: E402
 from bench_accuracy import geo, numeric_sets  # noqa: E402
+from bench_real_tables import read_table, table_splits  # noqa: E402
 
 from nwensemble import ResidualStageRegressor  # noqa: E402
 
@@ -159,13 +158,7 @@ def mixed(args, predictions):
         name = file.removesuffix(".csv")
         if not file.endswith(".csv") or (args.sets and name not in args.sets):
             continue
-        frame = pd.read_csv(
-            os.path.join(folder, file), keep_default_na=False, na_values=[""]
-        )
-        X, y = frame.drop(columns="target"), frame["target"].to_numpy(dtype=float)
-        cv = KFold(5, shuffle=True, random_state=0)
-        if args.repeats > 1:
-            cv = RepeatedKFold(n_splits=5, n_repeats=args.repeats, random_state=0)
+        _, X, y = read_table(os.path.join(folder, file))
         runs = [
             _scored(
                 predictions(
@@ -173,7 +166,7 @@ def mixed(args, predictions):
                 ),
                 y[test],
             )
-            for train, test in cv.split(X)
+            for train, test in table_splits(X, 5, args.repeats)
         ]
         _report(name, runs, ratios)
     _summary("mixed", ratios)
