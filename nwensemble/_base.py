@@ -169,6 +169,8 @@ class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         )
         # HeadAllocator hands its refit the candidate it chose, for one fit.
         first_member = vars(self).pop("_given_first_member", None)
+        # LinearMembers hands its second fit the first fit's feature slopes.
+        given_slopes = vars(self).pop("_given_slopes", None)
         fitted = fit_heads(
             self._fit_config(),
             table,
@@ -179,6 +181,7 @@ class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             rng=check_random_state(self.random_state),
             xp=xp,
             first_member=first_member,
+            given_slopes=given_slopes,
         )
         # For a refit with more members on the same rows (HeadAllocator).
         self._first_member = fitted.first_member

@@ -29,11 +29,13 @@ from nwensemble._fit.early_stopping import EARLY_STOPPING_MIN_ROWS
 from nwensemble._fit.null_key import fit_null_key_heads
 from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.target_maps import TargetMaps, cross_fitted_maps, maps_promise
+from nwensemble._linear_members import LinearMembers
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._predict.intervals import absolute_residual_bounds, interval_alpha
 from nwensemble._shared.backend import (
     device,
     get_namespace,
+    host_weights,
     to_host,
     to_numpy,
 )
@@ -83,8 +85,10 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         when ``k`` is 1). It holds rows out of its projection's fit from 50
         rows on, also where ``early_stopping='auto'`` would not (many rows
         per learned parameter), so that the intervals calibrate on rows no
-        projection learned; with fewer rows ``'auto'`` (none held out). Any
-        of the library's estimators, :class:`HeadAllocator` included.
+        projection learned; with fewer rows ``'auto'`` (none held out).
+        With several members, half of them learn the target less a ridge
+        (see ``linear_members``). Any of the library's estimators,
+        :class:`HeadAllocator` included.
 
     residual_estimator : estimator, default=None
         The second stage, fitted to the first's leave-one-out residuals;
@@ -139,6 +143,21 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         :ref:`residual_stage`). A stage given as ``estimator`` keeps its
         own.
 
+    linear_members : bool, default=True
+        Whether the default first stage, where it has several members
+        (``k`` of them, up to 2048 rows), fits ``ceil(k / 2)`` to ``y`` and
+        the other ``floor(k / 2)`` to ``y - l(x)``, ``l`` a ridge on the
+        features (power-transformed, with missing-value indicators and a
+        column per level of a categorical feature; its penalty by exact
+        leave-one-out error), through the first group's feature slopes; the
+        stage predicts the members' mean, ``l`` added to the second group's
+        (``LinearMembers``). The two groups err differently where the
+        target has a global trend that local averages bend, and their mean
+        errs less. Where one group alone predicts the training rows (left
+        out) clearly better than the mean, by two standard errors of the
+        rows' paired differences, it alone predicts. False: every member
+        on ``y``. A stage given as ``estimator`` keeps its own.
+
     third_stage : bool, default=False
         Whether a third stage adds to the sum heads that attend over its
         leave-one-out residuals with a null key: one more key, of value
@@ -169,7 +188,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     estimator_ : estimator
-        The first stage, fitted on all rows.
+        The first stage, fitted on all rows: with ``linear_members``, a
+        ``LinearMembers`` whose ``estimators_`` are the two groups' fits
+        and ``linear_term_`` the ridge.
 
     residual_estimator_ : estimator
         The second stage, fitted to the residuals of ``residual_rows_``,
@@ -220,8 +241,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     Notes
     -----
     Each stage keeps its own diagnostics (``estimator_.hdi_``,
-    ``estimator_.bvc_decomposition_``); they describe that stage, not the
-    sum. The default first stage takes no decomposition
+    ``estimator_.bvc_decomposition_``; with ``linear_members``, each
+    group's in ``estimator_.estimators_``); they describe that stage, not
+    the sum. The default first stage takes no decomposition
     (``bvc_resamples=0``); give ``estimator`` to have one.
 
     Examples
@@ -242,6 +264,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "target_maps": [StrOptions({"auto"}), "boolean"],
         "feature_slopes": ["boolean", StrOptions({"fine"})],
         "first_stage_heads": [Interval(Integral, 1, None, closed="left")],
+        "linear_members": ["boolean"],
         "third_stage": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -255,6 +278,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         target_maps=False,
         feature_slopes=True,
         first_stage_heads=1,
+        linear_members=True,
         third_stage=False,
         random_state=None,
         verbose=0,
@@ -264,6 +288,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.target_maps = target_maps
         self.feature_slopes = feature_slopes
         self.first_stage_heads = first_stage_heads
+        self.linear_members = linear_members
         self.third_stage = third_stage
         self.random_state = random_state
         self.verbose = verbose
@@ -388,6 +413,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 head_dim=_num_features(X),
                 init="identity",
             )
+        if (
+            self.estimator is None
+            and self.linear_members
+            and first.get_params()["n_members"] >= 2
+        ):
+            first = LinearMembers(first)
         self._fit_stage("first" + label, first, X, y, fit_params)
         loo = getattr(first, "loo_prediction_", None)
         if loo is None:
@@ -408,7 +439,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         if sample_weight is not None or has_fit_parameter(second, "sample_weight"):
             weights = np.ones(host_rows.shape[0])
             if sample_weight is not None:
-                weights = _host_weights(sample_weight)[host_rows]
+                weights = host_weights(sample_weight)[host_rows]
             weights = weights * residual_weights(to_numpy(target), weights > 0)
             second_params["sample_weight"] = xp.asarray(
                 weights, dtype=target.dtype, device=device(target)
@@ -444,7 +475,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         finite = np.all(np.isfinite(R_host), axis=1)
         weights = np.ones(rows.shape[0])
         if sample_weight is not None:
-            weights = _host_weights(sample_weight)[rows]
+            weights = host_weights(sample_weight)[rows]
         weights = np.where(finite, weights, 0.0)
         R_host[~finite] = 0.0
         weights = weights * residual_weights(R_host, weights > 0)
@@ -488,7 +519,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             return None, None
         sw = np.ones(Y.shape[0])
         if sample_weight is not None:
-            sw = _check_sample_weight(_host_weights(sample_weight), Y)
+            sw = _check_sample_weight(host_weights(sample_weight), Y)
         if not np.any(sw > 0):
             return None, None  # the first stage says what is wrong
         features = self._numeric(X, map_columns)
@@ -633,7 +664,7 @@ def _predicts_better(mapped, plain, sample_weight):
     both, in_plain, in_mapped = np.intersect1d(*rows, return_indices=True)
     w = np.ones(both.size)
     if sample_weight is not None:
-        w = _host_weights(sample_weight)[both]
+        w = host_weights(sample_weight)[both]
     return paired_gain_is_clear(errors[0][in_plain], errors[1][in_mapped], w)
 
 
@@ -724,15 +755,8 @@ def _stops_early(n_rows, sample_weight):
     ``EARLY_STOPPING_MIN_ROWS`` rows of positive weight on, ``'auto'``
     (none held out) below."""
     if sample_weight is not None:
-        n_rows = int(np.count_nonzero(_host_weights(sample_weight) > 0))
+        n_rows = int(np.count_nonzero(host_weights(sample_weight) > 0))
     return True if n_rows >= EARLY_STOPPING_MIN_ROWS else "auto"
-
-
-def _host_weights(sample_weight):
-    """Sample weights of any namespace, list or Series as float64 NumPy."""
-    if array_api_compat.is_array_api_obj(sample_weight):
-        return to_numpy(sample_weight).astype(np.float64)
-    return np.asarray(sample_weight, dtype=np.float64)
 
 
 def _sum_residuals(first, second, rows):

@@ -118,7 +118,19 @@ def scaled_targets(Y, sw, *, xp):
     return Yc / math.sqrt(total) if total > 0 else Yc
 
 
-def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=None):
+def fit_heads(
+    config,
+    table,
+    encoder,
+    Y,
+    sw,
+    *,
+    previous,
+    rng,
+    xp,
+    first_member=None,
+    given_slopes=None,
+):
     """Map the features, learn the heads' projections and their
     leave-one-out residuals.
 
@@ -127,8 +139,10 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
     namespace and device, ``sw`` (n,) non-negative weights summing to one;
     ``previous`` the last fit's ``W`` (warm start) or None;
     ``first_member`` a ``FirstMember`` of a fit on the same rows with the
-    same parameters and seed, taken as this fit's first member, or None.
-    Returns ``FittedHeads``.
+    same parameters and seed, taken as this fit's first member, or None;
+    ``given_slopes`` the ``FeatureSlopes`` of a fit on the same rows (its
+    first member's), which every member acts through instead of learning
+    its own, or None. Returns ``FittedHeads``.
     """
     features, Xs = fit_feature_map(
         table, encoder, sw, standardize=config.standardize, rng=rng, xp=xp
@@ -146,7 +160,9 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
         Xt, Yt, swt, merged_group = duplicates.collapse(Xs, Ys, sw, xp=xp)
 
     members = []
-    slopes = None
+    slopes = given_slopes
+    if slopes is not None:
+        features, Xs, Xt = _through_slopes(slopes, features, Xs, Xt)
     # Later members on the same rows as an earlier one repeat its searches.
     searches = ScaleSearches()
     for m in range(config.n_members):
@@ -157,7 +173,7 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
         else:
             # The first member learns the slopes (the later ones act on
             # the rows they map).
-            learns_slopes = m == 0 and config.feature_slopes
+            learns_slopes = m == 0 and given_slopes is None and config.feature_slopes
             members.append(
                 _fit_member(
                     config.replace(feature_slopes=learns_slopes),
@@ -177,12 +193,8 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
                 )
         if m == 0:
             after_first = FirstMember(members[0], rng.get_state(), slopes)
-            if slopes is not None:
-                # Every member and the keys act on the mapped rows.
-                features = dataclasses.replace(features, slopes=slopes)
-                merged = Xt is not Xs
-                Xs = slopes.design(Xs)
-                Xt = slopes.design(Xt) if merged else Xs
+            if slopes is not None and given_slopes is None:
+                features, Xs, Xt = _through_slopes(slopes, features, Xs, Xt)
     fitted = _joined(members)
     n_heads = config.n_heads * config.n_members
     d = fitted.W.shape[1] // n_heads
@@ -221,6 +233,16 @@ def fit_heads(config, table, encoder, Y, sw, *, previous, rng, xp, first_member=
         loo=loo,
         first_member=after_first,
     )
+
+
+def _through_slopes(slopes, features, Xs, Xt):
+    """The feature map with ``slopes``, and the rows ``Xs`` and the
+    training rows ``Xt`` (``Xs`` itself, or its copies merged) mapped by
+    them: every member and the keys act on the mapped rows."""
+    features = dataclasses.replace(features, slopes=slopes)
+    merged = Xt is not Xs
+    Xs = slopes.design(Xs)
+    return features, Xs, slopes.design(Xt) if merged else Xs
 
 
 def _fit_member(config, previous, features, Xt, Yt, swt, *, rng, xp, searches=None):

@@ -226,6 +226,13 @@ def to_numpy(a):
         return np.asarray(array_api_compat.to_device(a, "cpu"))
 
 
+def host_weights(sample_weight):
+    """Sample weights of any namespace, list or Series as float64 NumPy."""
+    if array_api_compat.is_array_api_obj(sample_weight):
+        return to_numpy(sample_weight).astype(np.float64)
+    return np.asarray(sample_weight, dtype=np.float64)
+
+
 def to_host(value):
     """``value`` with every array in it copied to NumPy on the host.
 

@@ -1,0 +1,64 @@
+"""A lever for issue 66, measured: the recommended start's members split
+between the target and the target less a global ridge.
+
+``ResidualStageRegressor()`` (``default``: where its first stage has
+several members, ``LinearMembers``: ``ceil(k / 2)`` of the ``k`` members
+fitted to ``y`` and ``floor(k / 2)`` to ``y - l(x)``, ``l`` a ridge on the
+features, their mean the first stage's prediction with ``l`` added to the
+second group's; one group alone where it predicts the training rows, left
+out, clearly better than the mean) against, side by side on each split:
+
+* ``all members on y``: ``ResidualStageRegressor(linear_members=False)``,
+  every member fitted to ``y``, as before;
+* ``shares by members``: always the members' mean, without the rule that
+  hands one group all the weight.
+
+Tables of more than 2048 rows have one member and fit the same either
+way. This is a measurement script: ``shares by members`` patches the
+private ``_linear_members`` module.
+
+The sections, folds and lines are ``_variant_table.py``'s. Run:
+``python benchmarks/levers/bench_linear_members.py [--sections numeric]
+[--sets ...] [--model-seed 0]``.
+"""
+
+import contextlib
+import os
+import sys
+import time
+from unittest import mock
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _variant_table as table  # noqa: E402
+
+from nwensemble import (
+    ResidualStageRegressor,  # noqa: E402
+    _linear_members,  # noqa: E402
+)
+
+VARIANTS = ["all members on y", "shares by members"]
+
+
+def _patched(name):
+    if name != "shares by members":
+        return contextlib.nullcontext()
+    return mock.patch.object(_linear_members, "_ONE_FIT_WHERE_CLEARLY_BETTER", False)
+
+
+def predictions(X, y, X_test, seed, args):
+    """Test predictions and fit seconds of the default and each variant."""
+    out = {}
+    for name in ["default", *args.variants]:
+        split = name != "all members on y"
+        with _patched(name):
+            start = time.perf_counter()
+            model = table.fit_quietly(
+                ResidualStageRegressor(linear_members=split, random_state=seed), X, y
+            )
+            out[name] = (model.predict(X_test), time.perf_counter() - start)
+    return out
+
+
+if __name__ == "__main__":
+    table.main(table.parser(__doc__, VARIANTS), predictions)

@@ -1,0 +1,186 @@
+"""A global linear term: a ridge on a table's numbers and levels, with the
+exact leave-one-out prediction of every training row.
+
+The design has a column per numeric feature (missing values filled with
+the feature's weighted mean, after the features' power transform, see
+``power_map``, then standardised) and, for a feature with missing values,
+an indicator of them; and a column per code of each categorical feature
+(its frequent levels, the infrequent level and the missing one, as the
+table's encoding numbers them; see ``_shared.table``). The ridge's penalty
+is the one of ``PENALTIES`` with the least weighted leave-one-out error;
+each row's leave-one-out residual is its residual divided by ``1 - h``
+(``h`` its leverage), exactly that of the ridge fitted without the row at
+the same penalty.
+"""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nwensemble._fit.column_types import categorical_mask, fit_encoder
+from nwensemble._shared.backend import to_numpy
+from nwensemble._shared.power_map import fit_power, power_transform
+from nwensemble._shared.table import NumberColumns
+
+# Penalties relative to the design's weighted second moments (the weights
+# sum to one): from nearly least squares to nearly the mean.
+PENALTIES = np.logspace(-6, 2, 17)
+
+
+@dataclass(frozen=True, eq=False)
+class _Design:
+    """The design's fitted parts: the numeric features' power transform
+    (``power_map.fit_power``; None without numeric features), each one's
+    fill for a missing value and standardisation (its weighted mean and
+    spread after the transform), the numeric features that get a
+    missing-value indicator, and the codes per categorical feature."""
+
+    power: Any
+    fill: np.ndarray
+    scale: np.ndarray
+    flagged: np.ndarray
+    n_codes: tuple
+
+    @classmethod
+    def fit(cls, encoded, w, *, rng):
+        N = encoded.numeric
+        missing = np.isnan(N)
+        flagged = np.flatnonzero(np.any(missing[w > 0], axis=0))
+        power = None
+        P = N
+        if N.shape[1]:
+            power = fit_power(_filled(N, missing, w), w, rng=rng)
+            P = power_transform(_filled(N, missing, w), power, xp=np)
+        observed = np.where(missing, 0.0, w[:, None])
+        total = np.maximum(observed.sum(axis=0), np.finfo(float).tiny)
+        P = np.where(missing, 0.0, P)
+        fill = np.sum(observed * P, axis=0) / total
+        spread = np.sqrt(np.sum(observed * (P - fill) ** 2, axis=0) / total)
+        scale = np.where(spread > 0, spread, 1.0)
+        return cls(power, fill, scale, flagged, tuple(encoded.n_codes))
+
+    def of(self, encoded):
+        """The design of encoded rows (a ``Table`` of NumPy arrays)."""
+        N = encoded.numeric
+        missing = np.isnan(N)
+        P = N
+        if self.power is not None:
+            P = power_transform(np.where(missing, 0.0, N), self.power, xp=np)
+        P = (np.where(missing, self.fill, P) - self.fill) / self.scale
+        parts = [P, missing[:, self.flagged].astype(np.float64)]
+        codes = np.asarray(encoded.codes)
+        for j, n_codes in enumerate(self.n_codes):
+            parts.append((codes[:, j : j + 1] == np.arange(n_codes)).astype(np.float64))
+        return np.concatenate(parts, axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class LinearTerm:
+    """A fitted ridge on the design of the module's notes.
+
+    Attributes
+    ----------
+    encoder : TableEncoder or NumberColumns
+        The encoding of the training rows' columns.
+    design : _Design
+        The design's fitted transform.
+    coef : ndarray of shape (n_columns, n_outputs)
+        The ridge's coefficients on the centred design.
+    center : ndarray of shape (n_columns,)
+        The design's weighted column means.
+    intercept : ndarray of shape (n_outputs,)
+    penalty : float
+    """
+
+    encoder: Any
+    design: _Design
+    coef: np.ndarray
+    center: np.ndarray
+    intercept: np.ndarray
+    penalty: float
+
+    @classmethod
+    def fit(cls, X, Y, sw, *, categorical_features, table, rng):
+        """The term fitted to training rows ``X`` (validated: a table where
+        ``table``, with categorical columns as ``categorical_features``
+        says, else a floating array of any namespace), targets ``Y`` and
+        weights ``sw`` (NumPy, (n, t) and (n,)). Returns ``(term,
+        in_sample, left_out)``: the term and its (n, t) float64 predictions
+        of the training rows, fitted with each row and without it."""
+        Y = np.asarray(Y, dtype=np.float64)
+        w = np.asarray(sw, dtype=np.float64)
+        w = w / w.sum()
+        if table:
+            mask = categorical_mask(X, categorical_features, X.shape[1])
+            if mask is None:
+                mask = np.zeros(X.shape[1], dtype=bool)
+            names = [f"x{j}" for j in range(X.shape[1])]
+            encoder = fit_encoder(X, mask, w, names)
+        else:
+            encoder = NumberColumns(X.shape[1])
+        encoded = _encode(encoder, X)
+        design = _Design.fit(encoded, w, rng=rng)
+        A = design.of(encoded)
+        center = w @ A
+        A = A - center
+        Y_mean = w @ Y
+        Yc = Y - Y_mean
+        penalty, coef, leverage = _ridge(A, Yc, w)
+        fitted = Yc - A @ coef
+        in_sample = Y - fitted
+        left_out = Y - fitted / (1.0 - leverage)[:, None]
+        term = cls(encoder, design, coef, center, Y_mean, penalty)
+        return term, in_sample, left_out
+
+    def predict(self, X):
+        """The term at rows ``X`` (validated as at fit): (m, t) float64."""
+        A = self.design.of(_encode(self.encoder, X)) - self.center
+        return self.intercept + A @ self.coef
+
+
+def _encode(encoder, X):
+    """Rows ``X`` as a ``Table`` of host NumPy arrays."""
+    if not encoder.takes_tables:
+        X = to_numpy(X).astype(np.float64)
+    return encoder.encode(X, xp=np, device="cpu")
+
+
+def _filled(N, missing, w):
+    """``N`` with missing values at the column's weighted mean of the rest
+    (so that the power transform's fit sees numbers)."""
+    observed = np.where(missing, 0.0, w[:, None])
+    total = np.maximum(observed.sum(axis=0), np.finfo(float).tiny)
+    mean = np.sum(observed * np.where(missing, 0.0, N), axis=0) / total
+    return np.where(missing, mean, N)
+
+
+def _ridge(A, Yc, w):
+    """The penalty of ``PENALTIES`` (times the mean of the weighted design's
+    second moments) with the least weighted leave-one-out error (each
+    output's relative to its weighted variance), its coefficients and
+    every row's leverage, for the centred design ``A`` (n, k), centred
+    targets ``Yc`` (n, t) and weights ``w`` summing to one."""
+    M = A.T @ (w[:, None] * A)
+    s, V = np.linalg.eigh(M)
+    s = np.maximum(s, 0.0)
+    AV = A @ V
+    rhs = V.T @ (A.T @ (w[:, None] * Yc))
+    variance = np.maximum(w @ (Yc * Yc), np.finfo(float).tiny)
+    unit = max(float(np.trace(M)) / max(M.shape[0], 1), np.finfo(float).tiny)
+    best = None
+    for relative in PENALTIES:
+        penalty = relative * unit
+        inverse = 1.0 / (s + penalty)
+        coef = V @ (inverse[:, None] * rhs)
+        # The intercept's share of the leverage is w_i (weights sum to one).
+        leverage = w * (1.0 + np.sum(AV * AV * inverse, axis=1))
+        leverage = np.minimum(leverage, 1.0 - 1e-12)
+        residuals = (Yc - A @ coef) / (1.0 - leverage)[:, None]
+        error = float(np.sum((w @ (residuals * residuals)) / variance))
+        if best is None or error < best[0]:
+            best = (error, penalty, coef, leverage)
+    return float(best[1]), best[2], best[3]

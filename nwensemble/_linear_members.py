@@ -1,0 +1,306 @@
+"""LinearMembers: a fit with members, half of them fitted to the target
+less a global ridge (the first stage of ``ResidualStageRegressor``)."""
+
+# Authors: The nwensemble developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+
+from nwensemble._fit.linear_term import LinearTerm
+from nwensemble._fit.paired_rule import paired_gain_is_clear
+from nwensemble._shared.backend import (
+    device,
+    get_namespace,
+    host_weights,
+    to_host,
+    to_numpy,
+)
+from nwensemble._shared.table import is_dataframe
+
+# Whether a fit that alone predicts the rows clearly better than the mix
+# takes all the weight (else the members' shares always; a switch for the
+# lever script).
+_ONE_FIT_WHERE_CLEARLY_BETTER = True
+
+
+class LinearMembers(RegressorMixin, BaseEstimator):
+    """Members of one fit split between the target and the target less a
+    global linear term.
+
+    ``estimator`` (one of the library's estimators with ``n_members`` of at
+    least 2) is fitted twice: with ``ceil(n_members / 2)`` members to
+    ``y``, and with the other ``floor(n_members / 2)`` to ``y - l(x)``,
+    ``l`` a ridge on the features (their power transform, missing-value
+    indicators, and a column per level of each categorical feature; its
+    penalty by exact leave-one-out error), through the first fit's feature
+    slopes (one map of the features for the stage, as members share one).
+    The prediction is the members' mean, ``l`` added to the second fit's.
+    A local average of ``y`` bends a global trend where the rows near a
+    query lie to one side of it; the second fit averages what the trend
+    leaves instead, and the two err differently, so that their mean errs
+    less than either. Where one fit alone predicts the training rows
+    (left out) clearly better than the mean, by the paired rule's two
+    standard errors, it alone predicts: the ridge can take the part of an
+    effect that the second fit needed to see it (see
+    :ref:`residual_stage`).
+
+    Parameters
+    ----------
+    estimator : estimator
+        The fit whose members are split (its ``n_members`` at least 2).
+
+    Attributes
+    ----------
+    estimators_ : tuple of two estimators
+        The fit to ``y`` and the fit to ``y - l(x)``.
+
+    linear_term_ : object
+        The fitted ridge ``l``.
+
+    weights_ : ndarray of shape (2,)
+        The two fits' weights in the stage's estimates: their shares of the
+        members, or 1 and 0 where one fit alone was clearly better.
+
+    loo_prediction_ : array of shape (n_samples,) or (n_samples, n_outputs)
+        The weighted mix of the two fits' ``loo_prediction_``, the ridge's
+        exact leave-one-out prediction added to the second's.
+
+    calibration_rows_ : array of int
+        The rows that some member of either fit held out of its projection's
+        fit (see the estimator's ``calibration_rows_``).
+
+    calibration_residuals_ : array of shape (n_calibration,) or \
+            (n_calibration, n_outputs)
+        Their residuals, each row's estimate from the fits that held it
+        out (by ``weights_``), the ridge's left out.
+
+    components_ : array
+        The first fit's ``components_`` (its heads' projections).
+
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_friedman1
+    >>> from nwensemble import MultiHeadNWRegressor
+    >>> from nwensemble._linear_members import LinearMembers
+    >>> X, y = make_friedman1(n_samples=200, random_state=0)
+    >>> first = MultiHeadNWRegressor(n_members=2, random_state=0)
+    >>> stage = LinearMembers(first).fit(X, y)
+    >>> [fit.n_members for fit in stage.estimators_]
+    [1, 1]
+    >>> stage.predict(X[:3]).shape
+    (3,)
+    """
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit both groups of members and the ridge.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Training rows, validated as ``ResidualStageRegressor`` hands
+            them to its first stage.
+        y : array of shape (n_samples,) or (n_samples, n_outputs)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Given to both fits and to the ridge.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        n_members = self.estimator.get_params()["n_members"]
+        if n_members < 2:
+            raise ValueError(
+                f"LinearMembers splits members; the estimator has n_members="
+                f"{n_members}, at least 2 are needed."
+            )
+        first = clone(self.estimator).set_params(n_members=n_members - n_members // 2)
+        second = clone(self.estimator).set_params(n_members=n_members // 2)
+        # The second group draws its own rows (held out, subsampled), so that
+        # the two together calibrate on more rows.
+        rng = check_random_state(self.estimator.get_params()["random_state"])
+        second.set_params(random_state=rng.randint(np.iinfo(np.int32).max))
+        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        Y = to_numpy(y).astype(np.float64).reshape(y.shape[0], -1)
+        sw = np.ones(Y.shape[0])
+        if sample_weight is not None:
+            sw = _check_sample_weight(host_weights(sample_weight), Y)
+        table = is_dataframe(X) or (isinstance(X, np.ndarray) and X.dtype.kind == "O")
+        term, in_sample, left_out = LinearTerm.fit(
+            X,
+            Y,
+            sw,
+            categorical_features=self.estimator.get_params().get(
+                "categorical_features"
+            ),
+            table=table,
+            rng=rng,
+        )
+        xp, _ = get_namespace(y)
+        dtype = y.dtype if xp.isdtype(y.dtype, "real floating") else xp.float64
+        residual = xp.asarray(
+            np.reshape(Y - in_sample, y.shape), dtype=dtype, device=device(y)
+        )
+        first.fit(X, y, **fit_params)
+        # One map of the features for the whole stage, as its members share
+        # one within a fit.
+        second._given_slopes = first._first_member.slopes
+        second.fit(X, residual, **fit_params)
+        self.estimators_ = (first, second)
+        self.linear_term_ = term
+        groups = np.array([n_members - n_members // 2, n_members // 2])
+        self.weights_ = groups / n_members
+        if _ONE_FIT_WHERE_CLEARLY_BETTER:
+            self.weights_ = _weights(
+                to_numpy(first.loo_prediction_).reshape(Y.shape),
+                to_numpy(second.loo_prediction_).reshape(Y.shape) + left_out,
+                Y,
+                sw,
+                self.weights_,
+            )
+        self.loo_prediction_ = self._mix(
+            first.loo_prediction_, second.loo_prediction_, left_out
+        )
+        self._calibration(in_sample, left_out)
+        self.components_ = first.components_
+        self.n_features_in_ = first.n_features_in_
+        if hasattr(first, "feature_names_in_"):
+            self.feature_names_in_ = first.feature_names_in_
+        return self
+
+    def predict(self, X):
+        """The fits' weighted prediction (the ridge added to the second
+        fit's).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Query rows.
+
+        Returns
+        -------
+        y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
+            Predicted values, in the namespace of the first fit's.
+        """
+        check_is_fitted(self)
+        first, second = self.estimators_
+        return self._mix(
+            first.predict(X), second.predict(X), self.linear_term_.predict(X)
+        )
+
+    def transform(self, X):
+        """The rows in the first fit's heads' coordinates (its
+        ``transform``)."""
+        check_is_fitted(self)
+        return self.estimators_[0].transform(X)
+
+    def local_error_scale(self, X):
+        """The local error scale of the adaptive intervals at ``X`` and at
+        ``calibration_rows_``: the fits' scales, weighted as their
+        estimates are (see the estimator's ``local_error_scale``)."""
+        check_is_fitted(self)
+        (first, first_rows), (second, second_rows) = [
+            fit.local_error_scale(X) for fit in self.estimators_
+        ]
+        xp, _ = get_namespace(first)
+        a, b = (float(s) for s in self.weights_)
+        at_queries = a * first + b * xp.asarray(second, dtype=first.dtype)
+        at_rows = self._on_calibration_rows(
+            [to_numpy(first_rows), to_numpy(second_rows)]
+        )
+        like = first_rows
+        at_rows = xp.asarray(
+            np.reshape(at_rows, (-1,) + tuple(like.shape[1:])),
+            dtype=like.dtype,
+            device=device(like),
+        )
+        return at_queries, at_rows
+
+    def _mix(self, first, second, linear):
+        """The weighted mix of the fits' estimates ``first`` and ``second``
+        (arrays of one namespace), ``linear`` (host (n, t)) added to the
+        second's."""
+        xp, _ = get_namespace(first)
+        linear = xp.asarray(
+            np.reshape(linear, first.shape), dtype=first.dtype, device=device(first)
+        )
+        a, b = (float(s) for s in self.weights_)
+        return a * first + b * (xp.asarray(second, dtype=first.dtype) + linear)
+
+    def _calibration(self, in_sample, left_out):
+        """``calibration_rows_`` and ``calibration_residuals_`` from the
+        fits': the second fit's residuals are of ``y - l(x)``; with the
+        ridge's left-out prediction they are of ``y``."""
+        first, second = self.estimators_
+        rows = [to_host(fit.calibration_rows_) for fit in self.estimators_]
+        self._rows = rows
+        # A fit of no weight predicts nothing: its held-out rows calibrate
+        # only where the other fit held them out too.
+        union = np.union1d(
+            *(r if share > 0 else r[:0] for r, share in zip(rows, self.weights_))
+        )
+        self._union = union
+        residuals = [
+            to_numpy(first.calibration_residuals_).reshape(rows[0].shape[0], -1),
+            to_numpy(second.calibration_residuals_).reshape(rows[1].shape[0], -1)
+            + (in_sample - left_out)[rows[1]],
+        ]
+        like = first.calibration_residuals_
+        xp, _ = get_namespace(like)
+        combined = self._on_calibration_rows(residuals)
+        self.calibration_rows_ = xp.asarray(union, device=device(like))
+        self.calibration_residuals_ = xp.asarray(
+            np.reshape(combined, (-1,) + tuple(like.shape[1:])),
+            dtype=like.dtype,
+            device=device(like),
+        )
+
+    def _on_calibration_rows(self, values):
+        """Per row of ``calibration_rows_``, the fits' ``values`` (host,
+        one array per fit, on its own calibration rows) where a fit has the
+        row, weighted by the fits' shares of the members."""
+        n_outputs = values[0].reshape(values[0].shape[0], -1).shape[1]
+        total = np.zeros((self._union.shape[0], n_outputs))
+        weight = np.zeros((self._union.shape[0], 1))
+        for share, rows, value in zip(self.weights_, self._rows, values):
+            kept = np.isin(rows, self._union)
+            at = np.searchsorted(self._union, rows[kept])
+            total[at] += share * value.reshape(rows.shape[0], -1)[kept]
+            weight[at] += share
+        return total / weight
+
+
+def _weights(first, second, Y, sw, members):
+    """The fits' weights: their members' shares ``members``, unless one fit
+    alone predicts the rows clearly better than that mix (its leave-one-out
+    squared errors, each output relative to its variance, lower by the
+    paired rule's two standard errors; ``first`` and ``second`` host (n, t),
+    the second with the ridge's left-out prediction added), which then
+    weighs 1."""
+    rows = np.all(np.isfinite(first) & np.isfinite(second), axis=1) & (sw > 0)
+    if np.count_nonzero(rows) < 2:
+        return members
+    w, Y = sw[rows], Y[rows]
+    scale = np.average((Y - np.average(Y, axis=0, weights=w)) ** 2, axis=0, weights=w)
+    scale = np.where(scale > 0, scale, 1.0)
+
+    def errors(prediction):
+        return np.sum((Y - prediction[rows]) ** 2 / scale, axis=1)
+
+    mix = errors(members[0] * first + members[1] * second)
+    alone = [errors(first), errors(second)]
+    clear = [paired_gain_is_clear(mix, e, w) for e in alone]
+    if not any(clear):
+        return members
+    best = int(np.argmin([float(w @ e) if c else np.inf for e, c in zip(alone, clear)]))
+    return np.eye(2)[best]
