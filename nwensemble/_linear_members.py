@@ -169,7 +169,9 @@ class LinearMembers(RegressorMixin, BaseEstimator):
                 self.weights_,
             )
         self.loo_prediction_ = self._mix(
-            first.loo_prediction_, second.loo_prediction_, left_out
+            lambda: first.loo_prediction_,
+            lambda: second.loo_prediction_,
+            lambda: left_out,
         )
         self._calibration(in_sample, left_out)
         self.components_ = first.components_
@@ -195,7 +197,9 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         first, second = self.estimators_
         return self._mix(
-            first.predict(X), second.predict(X), self.linear_term_.predict(X)
+            lambda: first.predict(X),
+            lambda: second.predict(X),
+            lambda: self.linear_term_.predict(X),
         )
 
     def transform(self, X):
@@ -227,15 +231,22 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         return at_queries, at_rows
 
     def _mix(self, first, second, linear):
-        """The weighted mix of the fits' estimates ``first`` and ``second``
-        (arrays of one namespace), ``linear`` (host (n, t)) added to the
-        second's."""
-        xp, _ = get_namespace(first)
-        linear = xp.asarray(
-            np.reshape(linear, first.shape), dtype=first.dtype, device=device(first)
-        )
+        """The weighted mix of the fits' estimates ``first()`` and
+        ``second()`` (arrays of one namespace), ``linear()`` (host (n, t))
+        added to the second's; a fit of no weight is not asked."""
         a, b = (float(s) for s in self.weights_)
-        return a * first + b * (xp.asarray(second, dtype=first.dtype) + linear)
+        if b == 0:
+            return first()
+        with_line = second()
+        xp, _ = get_namespace(with_line)
+        with_line = with_line + xp.asarray(
+            np.reshape(linear(), with_line.shape),
+            dtype=with_line.dtype,
+            device=device(with_line),
+        )
+        if a == 0:
+            return with_line
+        return a * xp.asarray(first(), dtype=with_line.dtype) + b * with_line
 
     def _calibration(self, in_sample, left_out):
         """``calibration_rows_`` and ``calibration_residuals_`` from the
@@ -267,8 +278,8 @@ class LinearMembers(RegressorMixin, BaseEstimator):
 
     def _on_calibration_rows(self, values):
         """Per row of ``calibration_rows_``, the fits' ``values`` (host,
-        one array per fit, on its own calibration rows) where a fit has the
-        row, weighted by the fits' shares of the members."""
+        one array per fit, on its own calibration rows) where a fit of
+        positive weight has the row, weighted by ``weights_``."""
         n_outputs = values[0].reshape(values[0].shape[0], -1).shape[1]
         total = np.zeros((self._union.shape[0], n_outputs))
         weight = np.zeros((self._union.shape[0], 1))
