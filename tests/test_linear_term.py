@@ -91,3 +91,14 @@ def test_several_outputs_share_the_design():
     assert in_sample.shape == left_out.shape == (80, 2)
     assert term.predict(X[:5]).shape == (5, 2)
     assert np.corrcoef(in_sample[:, 1], Y[:, 1])[0, 1] > 0.95
+
+
+def test_features_without_spread_leave_the_mean():
+    """Constant features: the term is the mean, each row's left-out
+    prediction the mean of the others."""
+    y = np.arange(20.0)
+    term, in_sample, left_out = _fit(np.ones((20, 2)), y)
+    assert_allclose(in_sample[:, 0], y.mean())
+    others = (y.sum() - y) / 19
+    assert_allclose(left_out[:, 0], others, rtol=1e-10)
+    assert_allclose(term.predict(np.ones((3, 2))), y.mean())

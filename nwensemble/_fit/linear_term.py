@@ -47,6 +47,8 @@ class _Design:
 
     @classmethod
     def fit(cls, encoded, w, *, rng):
+        """The parts fitted to encoded training rows (a ``Table`` of NumPy
+        arrays) with weights ``w`` summing to one."""
         N = encoded.numeric
         missing = np.isnan(N)
         flagged = np.flatnonzero(np.any(missing[w > 0], axis=0))
@@ -170,7 +172,9 @@ def _ridge(A, Yc, w):
     AV = A @ V
     rhs = V.T @ (A.T @ (w[:, None] * Yc))
     variance = np.maximum(w @ (Yc * Yc), np.finfo(float).tiny)
-    unit = max(float(np.trace(M)) / max(M.shape[0], 1), np.finfo(float).tiny)
+    trace = float(np.trace(M))
+    # A design without spread (constant features) has nothing to fit.
+    unit = trace / M.shape[0] if trace > 0 else 1.0
     best = None
     for relative in PENALTIES:
         penalty = relative * unit
