@@ -159,21 +159,29 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         self.estimators_ = (first, second)
         self.linear_term_ = term
         groups = np.array([n_members - n_members // 2, n_members // 2])
-        self.weights_ = groups / n_members
+        weights = groups / n_members
         if _ONE_FIT_WHERE_CLEARLY_BETTER:
-            self.weights_ = _weights(
+            weights = _weights(
                 to_numpy(first.loo_prediction_).reshape(Y.shape),
                 to_numpy(second.loo_prediction_).reshape(Y.shape) + left_out,
                 Y,
                 sw,
-                self.weights_,
+                weights,
             )
-        self.loo_prediction_ = self._mix(
+        loo = _mix(
+            weights,
             lambda: first.loo_prediction_,
             lambda: second.loo_prediction_,
             lambda: left_out,
         )
-        self._calibration(in_sample, left_out)
+        rows, residuals = _calibration(first, second, weights, in_sample - left_out)
+        # Set only now: a fit interrupted above leaves no partial model.
+        self.estimators_ = (first, second)
+        self.linear_term_ = term
+        self.weights_ = weights
+        self.loo_prediction_ = loo
+        self.calibration_rows_ = rows
+        self.calibration_residuals_ = residuals
         self.components_ = first.components_
         self.n_features_in_ = first.n_features_in_
         if hasattr(first, "feature_names_in_"):
@@ -196,7 +204,8 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         first, second = self.estimators_
-        return self._mix(
+        return _mix(
+            self.weights_,
             lambda: first.predict(X),
             lambda: second.predict(X),
             lambda: self.linear_term_.predict(X),
@@ -211,18 +220,27 @@ class LinearMembers(RegressorMixin, BaseEstimator):
     def local_error_scale(self, X):
         """The local error scale of the adaptive intervals at ``X`` and at
         ``calibration_rows_``: the fits' scales, weighted as their
-        estimates are (see the estimator's ``local_error_scale``)."""
+        estimates are (see the estimator's ``local_error_scale``); a fit
+        of no weight is not asked."""
         check_is_fitted(self)
-        (first, first_rows), (second, second_rows) = [
-            fit.local_error_scale(X) for fit in self.estimators_
+        weighted = [
+            (share, fit, *fit.local_error_scale(X))
+            for share, fit in zip(self.weights_, self.estimators_)
+            if share > 0
         ]
-        xp, _ = get_namespace(first)
-        a, b = (float(s) for s in self.weights_)
-        at_queries = a * first + b * xp.asarray(second, dtype=first.dtype)
-        at_rows = self._on_calibration_rows(
-            [to_numpy(first_rows), to_numpy(second_rows)]
+        like = weighted[0][3]
+        xp, _ = get_namespace(like)
+        at_queries = sum(
+            float(share) * xp.asarray(q, dtype=weighted[0][2].dtype)
+            for share, _, q, _ in weighted
         )
-        like = first_rows
+        at_rows = _on_rows(
+            to_host(self.calibration_rows_),
+            [
+                (share, to_host(fit.calibration_rows_), to_numpy(r))
+                for share, fit, _, r in weighted
+            ],
+        )
         at_rows = xp.asarray(
             np.reshape(at_rows, (-1,) + tuple(like.shape[1:])),
             dtype=like.dtype,
@@ -230,65 +248,64 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         )
         return at_queries, at_rows
 
-    def _mix(self, first, second, linear):
-        """The weighted mix of the fits' estimates ``first()`` and
-        ``second()`` (arrays of one namespace), ``linear()`` (host (n, t))
-        added to the second's; a fit of no weight is not asked."""
-        a, b = (float(s) for s in self.weights_)
-        if b == 0:
-            return first()
-        with_line = second()
-        xp, _ = get_namespace(with_line)
-        with_line = with_line + xp.asarray(
-            np.reshape(linear(), with_line.shape),
-            dtype=with_line.dtype,
-            device=device(with_line),
-        )
-        if a == 0:
-            return with_line
-        return a * xp.asarray(first(), dtype=with_line.dtype) + b * with_line
 
-    def _calibration(self, in_sample, left_out):
-        """``calibration_rows_`` and ``calibration_residuals_`` from the
-        fits': the second fit's residuals are of ``y - l(x)``; with the
-        ridge's left-out prediction they are of ``y``."""
-        first, second = self.estimators_
-        rows = [to_host(fit.calibration_rows_) for fit in self.estimators_]
-        self._rows = rows
-        # A fit of no weight predicts nothing: its held-out rows calibrate
-        # only where the other fit held them out too.
-        union = np.union1d(
-            *(r if share > 0 else r[:0] for r, share in zip(rows, self.weights_))
-        )
-        self._union = union
-        residuals = [
-            to_numpy(first.calibration_residuals_).reshape(rows[0].shape[0], -1),
-            to_numpy(second.calibration_residuals_).reshape(rows[1].shape[0], -1)
-            + (in_sample - left_out)[rows[1]],
-        ]
-        like = first.calibration_residuals_
-        xp, _ = get_namespace(like)
-        combined = self._on_calibration_rows(residuals)
-        self.calibration_rows_ = xp.asarray(union, device=device(like))
-        self.calibration_residuals_ = xp.asarray(
-            np.reshape(combined, (-1,) + tuple(like.shape[1:])),
-            dtype=like.dtype,
-            device=device(like),
-        )
+def _mix(weights, first, second, linear):
+    """The mix by ``weights`` of the fits' estimates ``first()`` and
+    ``second()`` (arrays of one namespace), ``linear()`` (host (n, t))
+    added to the second's; a fit of no weight is not asked."""
+    a, b = (float(w) for w in weights)
+    if b == 0:
+        return first()
+    with_line = second()
+    xp, _ = get_namespace(with_line)
+    with_line = with_line + xp.asarray(
+        np.reshape(linear(), with_line.shape),
+        dtype=with_line.dtype,
+        device=device(with_line),
+    )
+    if a == 0:
+        return with_line
+    return a * xp.asarray(first(), dtype=with_line.dtype) + b * with_line
 
-    def _on_calibration_rows(self, values):
-        """Per row of ``calibration_rows_``, the fits' ``values`` (host,
-        one array per fit, on its own calibration rows) where a fit of
-        positive weight has the row, weighted by ``weights_``."""
-        n_outputs = values[0].reshape(values[0].shape[0], -1).shape[1]
-        total = np.zeros((self._union.shape[0], n_outputs))
-        weight = np.zeros((self._union.shape[0], 1))
-        for share, rows, value in zip(self.weights_, self._rows, values):
-            kept = np.isin(rows, self._union)
-            at = np.searchsorted(self._union, rows[kept])
-            total[at] += share * value.reshape(rows.shape[0], -1)[kept]
-            weight[at] += share
-        return total / weight
+
+def _calibration(first, second, weights, ridge_gap):
+    """The stage's ``calibration_rows_`` and ``calibration_residuals_``: the
+    rows that a fit of positive weight held out, each row's residual mixed
+    from the fits that held it out. The second fit's residuals are of ``y -
+    l(x)``; ``ridge_gap`` (host (n, t), the ridge's fit less its left-out
+    prediction) makes them residuals of ``y`` with the ridge left out."""
+    rows = [to_host(fit.calibration_rows_) for fit in (first, second)]
+    residuals = [
+        to_numpy(first.calibration_residuals_).reshape(rows[0].shape[0], -1),
+        to_numpy(second.calibration_residuals_).reshape(rows[1].shape[0], -1)
+        + ridge_gap[rows[1]],
+    ]
+    # A fit of no weight predicts nothing: its held-out rows calibrate only
+    # where the other fit held them out too.
+    union = np.union1d(*(r if w > 0 else r[:0] for r, w in zip(rows, weights)))
+    combined = _on_rows(union, list(zip(weights, rows, residuals)))
+    like = first.calibration_residuals_
+    xp, _ = get_namespace(like)
+    return xp.asarray(union, device=device(like)), xp.asarray(
+        np.reshape(combined, (-1,) + tuple(like.shape[1:])),
+        dtype=like.dtype,
+        device=device(like),
+    )
+
+
+def _on_rows(union, parts):
+    """Per row of ``union`` (host ints), the weighted mean of the ``parts``
+    ``(weight, rows, values)`` (values host, on their own ``rows``) that
+    have the row."""
+    n_outputs = parts[0][2].reshape(parts[0][1].shape[0], -1).shape[1]
+    total = np.zeros((union.shape[0], n_outputs))
+    weight = np.zeros((union.shape[0], 1))
+    for share, rows, value in parts:
+        kept = np.isin(rows, union)
+        at = np.searchsorted(union, rows[kept])
+        total[at] += share * value.reshape(rows.shape[0], -1)[kept]
+        weight[at] += share
+    return total / weight
 
 
 def _weights(first, second, Y, sw, members):

@@ -55,13 +55,13 @@ class _Design:
         power = None
         P = N
         if N.shape[1]:
-            power = fit_power(_filled(N, missing, w), w, rng=rng)
-            P = power_transform(_filled(N, missing, w), power, xp=np)
-        observed = np.where(missing, 0.0, w[:, None])
-        total = np.maximum(observed.sum(axis=0), np.finfo(float).tiny)
-        P = np.where(missing, 0.0, P)
-        fill = np.sum(observed * P, axis=0) / total
-        spread = np.sqrt(np.sum(observed * (P - fill) ** 2, axis=0) / total)
+            # The power transform's fit sees numbers: the missing ones at
+            # their feature's mean.
+            filled = np.where(missing, _observed_mean(N, missing, w), N)
+            power = fit_power(filled, w, rng=rng)
+            P = power_transform(filled, power, xp=np)
+        fill = _observed_mean(P, missing, w)
+        spread = np.sqrt(_observed_mean((P - fill) ** 2, missing, w))
         scale = np.where(spread > 0, spread, 1.0)
         return cls(power, fill, scale, flagged, tuple(encoded.n_codes))
 
@@ -151,13 +151,12 @@ def _encode(encoder, X):
     return encoder.encode(X, xp=np, device="cpu")
 
 
-def _filled(N, missing, w):
-    """``N`` with missing values at the column's weighted mean of the rest
-    (so that the power transform's fit sees numbers)."""
+def _observed_mean(V, missing, w):
+    """Each column's mean of ``V`` over its rows not ``missing``, weighted
+    by ``w``."""
     observed = np.where(missing, 0.0, w[:, None])
     total = np.maximum(observed.sum(axis=0), np.finfo(float).tiny)
-    mean = np.sum(observed * np.where(missing, 0.0, N), axis=0) / total
-    return np.where(missing, mean, N)
+    return np.sum(observed * np.where(missing, 0.0, V), axis=0) / total
 
 
 def _ridge(A, Yc, w):
