@@ -156,8 +156,6 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         # one within a fit.
         second._given_slopes = first._first_member.slopes
         second.fit(X, residual, **fit_params)
-        self.estimators_ = (first, second)
-        self.linear_term_ = term
         groups = np.array([n_members - n_members // 2, n_members // 2])
         weights = groups / n_members
         if _ONE_FIT_WHERE_CLEARLY_BETTER:

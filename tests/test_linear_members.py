@@ -160,3 +160,18 @@ def test_same_fit_under_namespaces(ns, friedman):
     assert_allclose(loo, ref.loo_prediction_, rtol=1e-9)
     assert_allclose(residuals, ref.calibration_residuals_, rtol=1e-9, atol=1e-12)
     assert_allclose(at_rows, ref.local_error_scale(X[:9])[1], rtol=1e-9)
+
+
+def test_a_fit_that_fails_late_leaves_no_fitted_attributes(friedman, monkeypatch):
+    from nwensemble import _linear_members
+
+    def fail(*args):
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(_linear_members, "_calibration", fail)
+    X, y = friedman
+    stage = LinearMembers(_members(2))
+    with pytest.raises(RuntimeError, match="interrupted"):
+        stage.fit(X, y)
+    fitted = [name for name in vars(stage) if name.endswith("_")]
+    assert fitted == []

@@ -11,11 +11,15 @@ out, clearly better than the mean) against, side by side on each split:
 * ``all members on y``: ``ResidualStageRegressor(linear_members=False)``,
   every member fitted to ``y``, as before;
 * ``shares by members``: always the members' mean, without the rule that
-  hands one group all the weight.
+  hands one group all the weight;
+* ``quadratic ridge``: the ridge's design with every product of two
+  standardised numeric features beside its columns (squares included);
+* ``least loo``: one group alone wherever its leave-one-out error is below
+  the mix's (the paired rule with no standard errors).
 
 Tables of more than 2048 rows have one member and fit the same either
-way. This is a measurement script: ``shares by members`` patches the
-private ``_linear_members`` module.
+way. This is a measurement script: its variants patch the private
+``_linear_members`` and ``_fit.linear_term`` modules.
 
 The sections, folds and lines are ``_variant_table.py``'s. Run:
 ``python benchmarks/levers/bench_linear_members.py [--sections numeric]
@@ -23,6 +27,7 @@ The sections, folds and lines are ``_variant_table.py``'s. Run:
 """
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -31,19 +36,43 @@ from unittest import mock
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _variant_table as table  # noqa: E402
+import numpy as np  # noqa: E402
 
 from nwensemble import (
     ResidualStageRegressor,  # noqa: E402
     _linear_members,  # noqa: E402
 )
+from nwensemble._fit import linear_term  # noqa: E402
+from nwensemble._fit.paired_rule import paired_gain_is_clear  # noqa: E402
 
-VARIANTS = ["all members on y", "shares by members"]
+VARIANTS = ["all members on y", "shares by members", "quadratic ridge", "least loo"]
+
+_linear_design = linear_term._Design.of
+
+
+def _quadratic_design(design, encoded):
+    """The ridge's design with the products of its standardised numeric
+    columns (the first ``encoded.numeric.shape[1]``) beside it."""
+    A = _linear_design(design, encoded)
+    P = A[:, : encoded.numeric.shape[1]]
+    i, j = np.triu_indices(P.shape[1])
+    return np.concatenate([A, P[:, i] * P[:, j]], axis=1)
 
 
 def _patched(name):
-    if name != "shares by members":
-        return contextlib.nullcontext()
-    return mock.patch.object(_linear_members, "_ONE_FIT_WHERE_CLEARLY_BETTER", False)
+    if name == "shares by members":
+        return mock.patch.object(
+            _linear_members, "_ONE_FIT_WHERE_CLEARLY_BETTER", False
+        )
+    if name == "quadratic ridge":
+        return mock.patch.object(linear_term._Design, "of", _quadratic_design)
+    if name == "least loo":
+        return mock.patch.object(
+            _linear_members,
+            "paired_gain_is_clear",
+            functools.partial(paired_gain_is_clear, standard_errors=0.0),
+        )
+    return contextlib.nullcontext()
 
 
 def predictions(X, y, X_test, seed, args):
