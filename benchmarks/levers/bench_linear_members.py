@@ -14,6 +14,9 @@ out, clearly better than the mean) against, side by side on each split:
   hands one group all the weight;
 * ``quadratic ridge``: the ridge's design with every product of two
   standardised numeric features beside its columns (squares included);
+* ``hinge ridge``: the ridge's design with, for each numeric feature,
+  hinges ``max(0, z - t)`` of its standardised value ``z`` at its training
+  octiles ``t`` (an additive piecewise-linear trend);
 * ``least loo``: one group alone wherever its leave-one-out error is below
   the mix's (the paired rule with no standard errors).
 
@@ -27,6 +30,7 @@ The sections, folds and lines are ``_variant_table.py``'s. Run:
 """
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -45,9 +49,16 @@ from nwensemble import (
 from nwensemble._fit import linear_term  # noqa: E402
 from nwensemble._fit.paired_rule import paired_gain_is_clear  # noqa: E402
 
-VARIANTS = ["all members on y", "shares by members", "quadratic ridge", "least loo"]
+VARIANTS = [
+    "all members on y",
+    "shares by members",
+    "quadratic ridge",
+    "hinge ridge",
+    "least loo",
+]
 
-_linear_design = linear_term._Design.of
+_LinearDesign = linear_term._Design
+_linear_design = _LinearDesign.of
 
 
 def _quadratic_design(design, encoded):
@@ -59,6 +70,30 @@ def _quadratic_design(design, encoded):
     return np.concatenate([A, P[:, i] * P[:, j]], axis=1)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _HingeDesign(_LinearDesign):
+    """The ridge's design with hinges at each numeric feature's training
+    octiles beside its columns."""
+
+    knots: tuple = ()
+
+    @classmethod
+    def fit(cls, encoded, w, *, rng):
+        linear = _LinearDesign.fit(encoded, w, rng=rng)
+        Z = _linear_design(linear, encoded)[:, : encoded.numeric.shape[1]]
+        octiles = np.arange(1, 8) / 8
+        knots = tuple(np.unique(np.quantile(z, octiles)) for z in Z.T)
+        fields = {
+            f.name: getattr(linear, f.name) for f in dataclasses.fields(_LinearDesign)
+        }
+        return cls(**fields, knots=knots)
+
+    def of(self, encoded):
+        A = _linear_design(self, encoded)
+        hinges = [np.maximum(A[:, [j]] - t, 0.0) for j, t in enumerate(self.knots)]
+        return np.concatenate([A, *hinges], axis=1)
+
+
 def _patched(name):
     if name == "shares by members":
         return mock.patch.object(
@@ -66,6 +101,8 @@ def _patched(name):
         )
     if name == "quadratic ridge":
         return mock.patch.object(linear_term._Design, "of", _quadratic_design)
+    if name == "hinge ridge":
+        return mock.patch.object(linear_term, "_Design", _HingeDesign)
     if name == "least loo":
         return mock.patch.object(
             _linear_members,
