@@ -80,13 +80,22 @@ def _width(name):
     return max(14, len(name) + 4)
 
 
-def _report(name, runs, ratios):
-    """One line: mean RMSE and median seconds per variant."""
+def _report(name, runs, ratios, by_seed=None):
+    """One line: mean RMSE and median seconds per variant. ``by_seed``
+    (optional, a list per model seed of that seed's runs) also collects each
+    seed's ratios in ``ratios``' ``"per seed"`` entry."""
     names = list(runs[0])
     rmse = {m: np.mean([r[m][0] for r in runs]) for m in names}
     seconds = {m: np.median([r[m][1] for r in runs]) for m in names}
     for m in names:
         ratios.setdefault(m, []).append(rmse[m] / rmse["default"])
+    for i, seed_runs in enumerate(by_seed or []):
+        seed_rmse = {m: np.mean([r[m][0] for r in seed_runs]) for m in names}
+        per_seed = ratios.setdefault("per seed", {})
+        for m in names:
+            per_seed.setdefault(m, {}).setdefault(i, []).append(
+                seed_rmse[m] / seed_rmse["default"]
+            )
     print(
         f"{name:<22}"
         + "".join(f"{rmse[m]:>{_width(m)}.5g}" for m in names)
@@ -104,12 +113,26 @@ def _header(names):
 
 
 def _summary(section, ratios):
+    per_seed = ratios.pop("per seed", {})
     print(
         f"{section}: RMSE / the default's, geometric mean: "
-        + ", ".join(f"{m} {geo(r):.4f}" for m, r in ratios.items())
-        + "\n",
+        + ", ".join(f"{m} {geo(r):.4f}" for m, r in ratios.items()),
         flush=True,
     )
+    if len(per_seed.get("default", {})) > 1:
+        # Each seed's geometric mean over the tables, then their mean and
+        # standard error: how far a variant's figure moves with the seed.
+        for m, seeds in per_seed.items():
+            if m == "default":
+                continue
+            means = np.array([geo(r) for r in seeds.values()])
+            error = means.std(ddof=1) / np.sqrt(len(means))
+            print(
+                f"  {m}: per seed {', '.join(f'{v:.4f}' for v in means)}; "
+                f"mean {means.mean():.4f} +- {error:.4f}",
+                flush=True,
+            )
+    print(flush=True)
 
 
 def synthetic(args, predictions):
@@ -138,14 +161,14 @@ def numeric(args, predictions):
     for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
         if args.sets and name not in args.sets:
             continue
-        runs = [
-            _scored(
-                predictions(X[train], y[train], X[test], args.model_seed, args),
-                y[test],
-            )
-            for train, test in folds[: args.folds]
+        by_seed = [
+            [
+                _scored(predictions(X[train], y[train], X[test], seed, args), y[test])
+                for train, test in folds[: args.folds]
+            ]
+            for seed in args.model_seed
         ]
-        _report(name, runs, ratios)
+        _report(name, sum(by_seed, []), ratios, by_seed)
     _summary("numeric", ratios)
 
 
@@ -159,16 +182,18 @@ def mixed(args, predictions):
         if not file.endswith(".csv") or (args.sets and name not in args.sets):
             continue
         _, X, y = read_table(os.path.join(folder, file))
-        runs = [
-            _scored(
-                predictions(
-                    X.iloc[train], y[train], X.iloc[test], args.model_seed, args
-                ),
-                y[test],
-            )
-            for train, test in table_splits(X, 5, args.repeats)
+        splits = list(table_splits(X, 5, args.repeats))
+        by_seed = [
+            [
+                _scored(
+                    predictions(X.iloc[train], y[train], X.iloc[test], seed, args),
+                    y[test],
+                )
+                for train, test in splits
+            ]
+            for seed in args.model_seed
         ]
-        _report(name, runs, ratios)
+        _report(name, sum(by_seed, []), ratios, by_seed)
     _summary("mixed", ratios)
 
 
@@ -187,7 +212,14 @@ def parser(doc, variants):
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument(
+        "--model-seed",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="the tables' model seeds; with several, each variant's figure "
+        "per seed and their standard error",
+    )
     parser.add_argument("--repeats", type=int, default=2, help="mixed: 5-fold repeats")
     parser.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared"))
     return parser
