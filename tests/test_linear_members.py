@@ -6,7 +6,7 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.base import clone
 
-from nwensemble import MultiHeadNWRegressor
+from nwensemble import MultiHeadNWRegressor, _linear_members
 from nwensemble._fit.linear_term import LinearTerm
 from nwensemble._linear_members import LinearMembers, _weights
 
@@ -163,8 +163,6 @@ def test_same_fit_under_namespaces(ns, friedman):
 
 
 def test_a_fit_that_fails_late_leaves_no_fitted_attributes(friedman, monkeypatch):
-    from nwensemble import _linear_members
-
     def fail(*args):
         raise RuntimeError("interrupted")
 

@@ -80,18 +80,17 @@ def _width(name):
     return max(14, len(name) + 4)
 
 
-def _report(name, runs, ratios, by_seed=None):
-    """One line: mean RMSE and median seconds per variant. ``by_seed``
-    (optional, a list per model seed of that seed's runs) also collects each
-    seed's ratios in ``ratios``' ``"per seed"`` entry."""
+def _report(name, runs, ratios, by_seed=(), per_seed=None):
+    """One line: mean RMSE and median seconds per variant. With ``by_seed``
+    (a list per model seed of that seed's runs), ``per_seed`` collects each
+    seed's ratios: ``{variant: {seed index: [ratio per table]}}``."""
     names = list(runs[0])
     rmse = {m: np.mean([r[m][0] for r in runs]) for m in names}
     seconds = {m: np.median([r[m][1] for r in runs]) for m in names}
     for m in names:
         ratios.setdefault(m, []).append(rmse[m] / rmse["default"])
-    for i, seed_runs in enumerate(by_seed or []):
+    for i, seed_runs in enumerate(by_seed):
         seed_rmse = {m: np.mean([r[m][0] for r in seed_runs]) for m in names}
-        per_seed = ratios.setdefault("per seed", {})
         for m in names:
             per_seed.setdefault(m, {}).setdefault(i, []).append(
                 seed_rmse[m] / seed_rmse["default"]
@@ -112,8 +111,8 @@ def _header(names):
     )
 
 
-def _summary(section, ratios):
-    per_seed = ratios.pop("per seed", {})
+def _summary(section, ratios, per_seed=None):
+    per_seed = per_seed or {}
     print(
         f"{section}: RMSE / the default's, geometric mean: "
         + ", ".join(f"{m} {geo(r):.4f}" for m, r in ratios.items()),
@@ -158,6 +157,7 @@ def numeric(args, predictions):
     print("== numeric tables (folds of bench_accuracy.py)")
     _header(["default", *args.variants])
     ratios = {}
+    per_seed = {}
     for name, X, y, folds, _ in numeric_sets(os.path.join(args.data, "data")):
         if args.sets and name not in args.sets:
             continue
@@ -168,14 +168,15 @@ def numeric(args, predictions):
             ]
             for seed in args.model_seed
         ]
-        _report(name, sum(by_seed, []), ratios, by_seed)
-    _summary("numeric", ratios)
+        _report(name, sum(by_seed, []), ratios, by_seed, per_seed)
+    _summary("numeric", ratios, per_seed)
 
 
 def mixed(args, predictions):
     print(f"== mixed tables (5 folds x {args.repeats}, as bench_real_tables.py)")
     _header(["default", *args.variants])
     ratios = {}
+    per_seed = {}
     folder = os.path.join(args.data, "data", "mixed")
     for file in sorted(os.listdir(folder)):
         name = file.removesuffix(".csv")
@@ -193,8 +194,8 @@ def mixed(args, predictions):
             ]
             for seed in args.model_seed
         ]
-        _report(name, sum(by_seed, []), ratios, by_seed)
-    _summary("mixed", ratios)
+        _report(name, sum(by_seed, []), ratios, by_seed, per_seed)
+    _summary("mixed", ratios, per_seed)
 
 
 def parser(doc, variants):
