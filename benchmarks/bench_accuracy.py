@@ -48,8 +48,13 @@ candidates: ``--models MultiHeadNW --variant "init='identity'"
 "head_weights='optimal'"``. ``--friedman`` adds Friedman #1 with 16
 features (5 informative, 2000 rows, noise 1) to the cv part.
 
+``--seeds N`` fits every model with seeds 0 to N-1 on each fold (the
+RMSE is then the mean over folds and seeds): one seed's figure on a small
+table is a draw (see the levers log on the seeds' spread).
+
 Run: ``python benchmarks/bench_accuracy.py [--part cv|uci] [--sets ...]
-[--models ...] [--variant ...] [--friedman] [--markdown results.md]``
+[--models ...] [--variant ...] [--friedman] [--seeds 1] [--markdown
+results.md]``
 """
 
 import argparse
@@ -121,36 +126,36 @@ PUBLISHED_BEST = {
 }
 
 
-def make_model(name, set_name=""):
-    """A fresh, unfitted model by name (``set_name`` chooses the inner folds
-    of ``AS_THE_SPLIT``)."""
+def make_model(name, set_name="", seed=0):
+    """A fresh, unfitted model by name with seed ``seed`` (``set_name``
+    chooses the inner folds of ``AS_THE_SPLIT``)."""
     params = variant_params(name)
     if params is not None:
-        return MultiHeadNWRegressor(random_state=0, **params)
+        return MultiHeadNWRegressor(random_state=seed, **params)
     if name == "MultiHeadNW":
-        return MultiHeadNWRegressor(random_state=0)
+        return MultiHeadNWRegressor(random_state=seed)
     if name == "NWAttention":
-        return NWAttentionRegressor(random_state=0)
+        return NWAttentionRegressor(random_state=seed)
     if name == RECOMMENDED:
-        return ResidualStageRegressor(random_state=0)
+        return ResidualStageRegressor(random_state=seed)
     if name == THIRD_STAGE:
-        return ResidualStageRegressor(third_stage=True, random_state=0)
+        return ResidualStageRegressor(third_stage=True, random_state=seed)
     if name == FINE_SLOPES:
-        return ResidualStageRegressor(feature_slopes="fine", random_state=0)
+        return ResidualStageRegressor(feature_slopes="fine", random_state=seed)
     if name == ALLOCATOR:
-        return HeadAllocator(MultiHeadNWRegressor(random_state=0))
+        return HeadAllocator(MultiHeadNWRegressor(random_state=seed))
     if name in ALLOCATOR_CV:
         cv = ALLOCATOR_CV[name]
-        return HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=cv)
+        return HeadAllocator(MultiHeadNWRegressor(random_state=seed), cv=cv)
     if name == AS_THE_SPLIT:
         cv = inner_folds(set_name)
-        return HeadAllocator(MultiHeadNWRegressor(random_state=0), cv=cv)
+        return HeadAllocator(MultiHeadNWRegressor(random_state=seed), cv=cv)
     if name == "MultiHeadNW (local constant)":
-        return MultiHeadNWRegressor(random_state=0, local_fit="constant")
+        return MultiHeadNWRegressor(random_state=seed, local_fit="constant")
     if name == "NWAttention (local constant)":
-        return NWAttentionRegressor(random_state=0, local_fit="constant")
+        return NWAttentionRegressor(random_state=seed, local_fit="constant")
     if name == HGB:
-        return HistGradientBoostingRegressor(random_state=0)
+        return HistGradientBoostingRegressor(random_state=seed)
     if name == CATBOOST:
         try:
             from catboost import CatBoostRegressor
@@ -159,7 +164,7 @@ def make_model(name, set_name=""):
                 "CatBoost is not installed: pip install -e '.[benchmark]', or "
                 "leave it out with --models."
             ) from None
-        return CatBoostRegressor(random_seed=0, verbose=0, thread_count=-1)
+        return CatBoostRegressor(random_seed=seed, verbose=0, thread_count=-1)
     raise SystemExit(f"unknown model {name!r}")
 
 
@@ -241,12 +246,13 @@ def uci_sets(folder, n_splits):
         yield name, data[:, features], data[:, target], folds, f"{n_splits} splits"
 
 
-def evaluate(name, X, y, folds, set_name=""):
-    """RMSE per fold and the median fit time of model ``name``."""
+def evaluate(name, X, y, folds, set_name="", seeds=1):
+    """RMSE per fold (and seed, ``0 .. seeds - 1``) and the median fit time
+    of model ``name``."""
     rmse, fit_t = [], []
     groups = row_groups(set_name, X.shape[0])
-    for train, test in folds:
-        model = make_model(name, set_name)
+    for (train, test), seed in itertools.product(folds, range(seeds)):
+        model = make_model(name, set_name, seed)
         fit_params = {}
         if name == AS_THE_SPLIT and groups is not None:
             fit_params["groups"] = groups[train]
@@ -275,6 +281,12 @@ def main():
         "--variant", nargs="*", default=[], help="MultiHeadNW with NAME=VALUE"
     )
     parser.add_argument("--friedman", action="store_true", help="add Friedman #1")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="fit every model with seeds 0 .. N-1 on each fold (RMSE: the mean)",
+    )
     parser.add_argument("--markdown", help="also write the tables to this file")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
@@ -298,7 +310,7 @@ def main():
         print(f"{set_name}: {X.shape[0]} rows x {X.shape[1]} features, {how}")
         results[set_name] = {}
         for name in names:
-            rmse, fit = evaluate(name, X, y, folds, set_name)
+            rmse, fit = evaluate(name, X, y, folds, set_name, args.seeds)
             results[set_name][name] = (rmse, fit)
             se = rmse.std() / np.sqrt(len(rmse))
             print(
