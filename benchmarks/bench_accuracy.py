@@ -24,7 +24,8 @@ residuals), ``HeadAllocator`` (``HeadAllocator()``), ``MultiHeadNW``
 (``CatBoostRegressor(random_seed=0, verbose=0)``; the benchmark extra
 installs it), and the levers' candidates ``ResidualStage (third stage)``
 (``ResidualStageRegressor(third_stage=True)``), ``ResidualStage (fine
-slopes)`` (``ResidualStageRegressor(feature_slopes='fine')``),
+slopes)`` (``ResidualStageRegressor(feature_slopes='fine')``), ``ResidualStage
+(two fits)`` (``ResidualStageRegressor(n_fits=2)``),
 ``MultiHeadNW (local constant)`` and ``NWAttention (local constant)``
 (``local_fit='constant'``),
 ``HeadAllocator (20% holdout)`` and ``HeadAllocator (3-fold)`` (candidates
@@ -87,6 +88,7 @@ from nwensemble import (  # noqa: E402
 RECOMMENDED = "ResidualStage"
 THIRD_STAGE = "ResidualStage (third stage)"
 FINE_SLOPES = "ResidualStage (fine slopes)"
+TWO_FITS = "ResidualStage (two fits)"
 ALLOCATOR = "HeadAllocator"
 HGB = "HistGradientBoosting"
 CATBOOST = "CatBoost"
@@ -142,6 +144,8 @@ def make_model(name, set_name="", seed=0):
         return ResidualStageRegressor(third_stage=True, random_state=seed)
     if name == FINE_SLOPES:
         return ResidualStageRegressor(feature_slopes="fine", random_state=seed)
+    if name == TWO_FITS:
+        return ResidualStageRegressor(n_fits=2, random_state=seed)
     if name == ALLOCATOR:
         return HeadAllocator(MultiHeadNWRegressor(random_state=seed))
     if name in ALLOCATOR_CV:
@@ -172,6 +176,7 @@ MODELS = [
     *DEFAULT_MODELS,
     THIRD_STAGE,
     FINE_SLOPES,
+    TWO_FITS,
     "MultiHeadNW (local constant)",
     "NWAttention (local constant)",
     *ALLOCATOR_CV,

@@ -17,8 +17,9 @@ of a fit moves its RMSE by a few per cent) of:
   request (``--models``) also ``ResidualStage (no feature slopes)``, the
   start with ``feature_slopes=False``, ``ResidualStage (two heads)``,
   the start with ``first_stage_heads=2``, ``ResidualStage (third
-  stage)``, the start with ``third_stage=True``, and ``ResidualStage
-  (fine slopes)``, the start with ``feature_slopes='fine'``;
+  stage)``, the start with ``third_stage=True``, ``ResidualStage
+  (fine slopes)``, the start with ``feature_slopes='fine'``, and
+  ``ResidualStage (two fits)``, the start with ``n_fits=2``;
 * the four estimators behind the pipeline a user had to write before:
   ``SimpleImputer(add_indicator=True)`` on the numeric columns,
   ``SimpleImputer(strategy='constant')`` and
@@ -161,6 +162,9 @@ def make_models(frame, names, seed=0):
         ),
         "ResidualStage (fine slopes)": lambda: ResidualStageRegressor(
             feature_slopes="fine", random_state=seed
+        ),
+        "ResidualStage (two fits)": lambda: ResidualStageRegressor(
+            n_fits=2, random_state=seed
         ),
         "NWAttention one-hot": lambda: one_hot(NWAttentionRegressor(random_state=seed)),
         "MultiHeadNW one-hot": lambda: one_hot(MultiHeadNWRegressor(random_state=seed)),

@@ -158,6 +158,14 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         rows' paired differences, it alone predicts. False: every member
         on ``y``. A stage given as ``estimator`` keeps its own.
 
+    n_fits : int, default=1
+        How many whole fits (every stage, each fit with its own random
+        state) to average, at ``n_fits`` times the time of one. A fit's
+        members share what its first member learned (the feature slopes),
+        its readout's choice and its second stage; whole fits draw these
+        anew, and their mean errs less than one fit does, most on small
+        tables (see :ref:`residual_stage`).
+
     third_stage : bool, default=False
         Whether a third stage adds to the sum heads that attend over its
         leave-one-out residuals with a null key: one more key, of value
@@ -187,6 +195,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
+    fits_ : list of ResidualStageRegressor or None
+        With several fits (``n_fits``), each fitted with ``n_fits=1`` and
+        its own ``random_state``; the prediction is their mean, and the
+        attributes below are the first fit's. None with one fit.
+
     estimator_ : estimator
         The first stage, fitted on all rows: with ``linear_members``, a
         ``LinearMembers`` whose ``estimators_`` are the two groups' fits
@@ -265,6 +278,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "feature_slopes": ["boolean", StrOptions({"fine"})],
         "first_stage_heads": [Interval(Integral, 1, None, closed="left")],
         "linear_members": ["boolean"],
+        "n_fits": [Interval(Integral, 1, None, closed="left")],
         "third_stage": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -279,6 +293,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         feature_slopes=True,
         first_stage_heads=1,
         linear_members=True,
+        n_fits=1,
         third_stage=False,
         random_state=None,
         verbose=0,
@@ -289,6 +304,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.feature_slopes = feature_slopes
         self.first_stage_heads = first_stage_heads
         self.linear_members = linear_members
+        self.n_fits = n_fits
         self.third_stage = third_stage
         self.random_state = random_state
         self.verbose = verbose
@@ -347,9 +363,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             NWAttentionRegressor(local_fit="constant", duplicate_weight=0.0),
         )
         categorical_features = getattr(first, "categorical_features", None)
+        given = X, y, sample_weight  # each of several fits validates them
         X, y, fit_params = self._fit_rows(
             X, y, sample_weight, categorical_features=categorical_features
         )
+        if self.n_fits > 1:
+            return self._fit_repeats(*given)
         map_columns = _numeric_columns(X, self._table, categorical_features)
         maps, X_mapped = self._target_maps_candidate(X, y, sample_weight, map_columns)
         n_rows = _num_samples(X)
@@ -393,6 +412,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             third, interval_residuals = self._fit_third_stage(
                 stages, X if maps is None else X_mapped, y, sample_weight
             )
+        self.fits_ = None
         self.estimator_ = stages.first
         self.residual_estimator_ = stages.second
         self.third_stage_ = third
@@ -402,6 +422,37 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.interval_residuals_ = interval_residuals
         self._interval_positions = stages.interval_positions
         return self
+
+    def _fit_repeats(self, X, y, sample_weight):
+        """``n_fits`` whole fits on the rows as given, each with its own
+        random state (drawn from ``random_state``, so that a given stage's
+        own cannot make them alike)."""
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_fits)
+        fits = []
+        for i, seed in enumerate(seeds):
+            if self.verbose:
+                print(
+                    f"[ResidualStageRegressor] fit {i + 1} of {self.n_fits}",
+                    flush=True,
+                )
+            one = clone(self).set_params(n_fits=1, random_state=int(seed))
+            fits.append(one.fit(X, y, sample_weight=sample_weight))
+        first = fits[0]
+        self.fits_ = fits
+        self.estimator_ = first.estimator_
+        self.residual_estimator_ = first.residual_estimator_
+        self.third_stage_ = first.third_stage_
+        self.target_maps_ = first.target_maps_
+        self._map_columns = first._map_columns
+        self.residual_rows_ = first.residual_rows_
+        self.interval_residuals_ = first.interval_residuals_
+        self._interval_positions = first._interval_positions
+        return self
+
+    def _parts(self):
+        """The fitted wholes whose predictions are averaged."""
+        return [self] if self.fits_ is None else self.fits_
 
     def _fit_stages(self, first, second, X, y, sample_weight, fit_params, label=""):
         """Both stages fitted on rows ``X`` (as the stages see them), and the
@@ -548,7 +599,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         return _with_maps(X, self.target_maps_.transform(features))
 
     def predict(self, X):
-        """The first stage's prediction plus the second's.
+        """The first stage's prediction plus the second's (with several
+        fits, the mean of their sums).
 
         Parameters
         ----------
@@ -560,7 +612,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         y_pred : array of shape (n_samples,) or (n_samples, n_outputs)
             Predicted values, in the namespace of the first stage's.
         """
-        return self._sum(self._stage_rows(self._validated_query(X, "predict")))
+        X = self._validated_query(X, "predict")
+        return _mean([part._sum(part._stage_rows(X)) for part in self._parts()])
 
     def _sum(self, X):
         """The stages' predictions added, for validated query rows."""
@@ -583,7 +636,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         rows that calibrate both stages' own intervals (the jackknife,
         Barber et al. 2021), from both stages' left-out estimates, on rows
         that neither stage's projections were fitted to where they held
-        rows out (see :ref:`residual_stage`).
+        rows out (see :ref:`residual_stage`). With several fits
+        (``n_fits``), the quantile is of every fit's residuals together,
+        around the fits' mean.
 
         Parameters
         ----------
@@ -618,18 +673,26 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 f"predict_interval needs stages of this library's estimators: "
                 f"{type(stage).__name__} does not set {needs}."
             )
-        X = self._stage_rows(self._validated_query(X, "predict_interval"))
-        Y_hat = self._sum(X)
-        residuals = self.interval_residuals_
-        if method == "jackknife+":
-            return Y_hat, absolute_residual_bounds(Y_hat, residuals, alpha)
-        at_queries, at_rows = self.estimator_.local_error_scale(X)
+        X = self._validated_query(X, "predict_interval")
+        parts = self._parts()
+        rows = [part._stage_rows(X) for part in parts]
+        Y_hat = _mean([part._sum(R) for part, R in zip(parts, rows)])
         xp, _ = get_namespace(Y_hat)
-        at_residuals = xp.take(at_rows, self._interval_positions, axis=0)
+        # With several fits, every fit's residuals calibrate their mean,
+        # which errs less than one fit: the intervals lean wide.
+        if method == "jackknife+":
+            residuals = _pooled([part.interval_residuals_ for part in parts], xp)
+            return Y_hat, absolute_residual_bounds(Y_hat, residuals, alpha)
+        scaled, at_queries = [], []
+        for part, R in zip(parts, rows):
+            at_query, at_rows = part.estimator_.local_error_scale(R)
+            at_residuals = xp.take(at_rows, part._interval_positions, axis=0)
+            scaled.append(part.interval_residuals_ / at_residuals)
+            at_queries.append(at_query)
         units = absolute_residual_bounds(
-            xp.zeros_like(Y_hat), residuals / at_residuals, alpha
+            xp.zeros_like(Y_hat), _pooled(scaled, xp), alpha
         )
-        return Y_hat, Y_hat[..., None] + units * at_queries[..., None]
+        return Y_hat, Y_hat[..., None] + units * _mean(at_queries)[..., None]
 
 
 @dataclass(frozen=True)
@@ -816,6 +879,20 @@ def _finite_rows(residuals, *, xp):
     if residuals.ndim == 2:
         finite = xp.all(finite, axis=1)
     return xp.nonzero(finite)[0]
+
+
+def _mean(arrays):
+    """The mean of same-shaped arrays (the one array itself where one)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return sum(arrays[1:], arrays[0]) / len(arrays)
+
+
+def _pooled(residuals, xp):
+    """Residual arrays stacked along their rows."""
+    if len(residuals) == 1:
+        return residuals[0]
+    return xp.concat(residuals, axis=0)
 
 
 def _rows(X, rows):

@@ -2,6 +2,7 @@
 residuals and the prediction adds the two."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 from sklearn.base import clone
@@ -635,3 +636,96 @@ def test_a_kept_third_stage_under_namespaces_and_outputs(ns, friedman, monkeypat
     assert pred.shape == (9, 2)
     assert_allclose(pred, ref.predict(X[:9]), rtol=1e-7)
     assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-7)
+
+
+def test_several_fits_predict_their_mean(friedman):
+    """Whole fits, each of every stage with its own random state (drawn
+    from the given one, whatever a given stage's own); the attributes are
+    the first fit's."""
+    X, y = friedman
+    model = ResidualStageRegressor(n_fits=2, random_state=0).fit(X, y)
+    assert len(model.fits_) == 2
+    seeds = [fit.random_state for fit in model.fits_]
+    assert seeds[0] != seeds[1]
+    for fit in model.fits_:
+        assert fit.n_fits == 1 and fit.fits_ is None
+        # Each fit is the default: its members as one fit's.
+        members = [m.n_members for m in fit.estimator_.estimators_]
+        assert sum(members) == default_members(len(y))
+    assert model.estimator_ is model.fits_[0].estimator_
+    assert model.residual_estimator_ is model.fits_[0].residual_estimator_
+    assert model.interval_residuals_ is model.fits_[0].interval_residuals_
+    parts = [fit.predict(X[:7]) for fit in model.fits_]
+    assert_allclose(model.predict(X[:7]), np.mean(parts, axis=0), rtol=1e-12)
+    assert np.abs(parts[0] - parts[1]).max() > 1e-6
+    again = ResidualStageRegressor(n_fits=2, random_state=0).fit(X, y)
+    assert_allclose(again.predict(X[:7]), model.predict(X[:7]), rtol=1e-12)
+    assert ResidualStageRegressor(random_state=0).fit(X, y).fits_ is None
+    given = NWAttentionRegressor(max_iter=5, random_state=3)
+    bagged = ResidualStageRegressor(given, n_fits=3).fit(X, y)
+    states = [fit.estimator_.random_state for fit in bagged.fits_]
+    assert len(set(states)) == 3 and 3 not in states
+
+
+def test_intervals_of_several_fits_pool_their_residuals(friedman):
+    """Every fit's interval residuals calibrate the fits' mean, in both
+    methods."""
+    X, y = friedman
+    model = ResidualStageRegressor(n_fits=2, random_state=0).fit(X, y)
+    fits = model.fits_
+    residuals = np.concatenate([fit.interval_residuals_ for fit in fits])
+    n = len(residuals)
+    k = int(np.floor(0.2 * (n + 1)))
+    q = np.sort(np.abs(residuals))[n - k]
+    pred, bounds = model.predict_interval(X[:6], confidence_level=0.8)
+    assert_allclose(pred, model.predict(X[:6]), rtol=1e-12)
+    assert_allclose(bounds, np.stack([pred - q, pred + q], axis=-1), rtol=1e-12)
+    units, at_queries = [], []
+    for fit in fits:
+        at_query, at_rows = fit.estimator_.local_error_scale(X[:6])
+        positions = fit._interval_positions
+        units.append(np.abs(fit.interval_residuals_) / at_rows[positions])
+        at_queries.append(at_query)
+    q = np.sort(np.concatenate(units))[n - k]
+    scale = np.mean(at_queries, axis=0)
+    pred, bounds = model.predict_interval(
+        X[:6], confidence_level=0.8, method="adaptive"
+    )
+    expected = np.stack([pred - q * scale, pred + q * scale], axis=-1)
+    assert_allclose(bounds, expected, rtol=1e-12)
+
+
+def test_several_fits_take_frames_with_strings_and_missing_values():
+    rng = np.random.default_rng(0)
+    n = 150
+    X = pd.DataFrame(
+        {
+            "size": np.where(rng.uniform(size=n) < 0.1, np.nan, rng.uniform(size=n)),
+            "kind": rng.choice(["a", "b", "c"], size=n),
+        }
+    )
+    y = X["size"].fillna(0.5).to_numpy() + (X["kind"] == "b") + 0.1 * rng.normal(size=n)
+    model = ResidualStageRegressor(n_fits=2, random_state=0).fit(X, y)
+    parts = [fit.predict(X[:5]) for fit in model.fits_]
+    assert_allclose(model.predict(X[:5]), np.mean(parts, axis=0), rtol=1e-12)
+    assert list(model.feature_names_in_) == ["size", "kind"]
+    with pytest.raises(ValueError, match="feature"):
+        model.predict(X[["kind", "size"]].rename(columns={"kind": "other"}))
+
+
+def test_verbose_announces_each_fit(capsys):
+    X, y = _steps_and_waves(120, 0)
+    ResidualStageRegressor(n_fits=2, random_state=0, verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    own = [line for line in lines if line.startswith("[ResidualStageRegressor] fit ")]
+    assert own == [
+        "[ResidualStageRegressor] fit 1 of 2",
+        "[ResidualStageRegressor] fit 2 of 2",
+    ]
+
+
+@pytest.mark.parametrize("n_fits", [0, -1, "two", 1.5, "auto"])
+def test_n_fits_rejects_what_is_not_a_positive_count(friedman, n_fits):
+    X, y = friedman
+    with pytest.raises(ValueError, match="n_fits"):
+        ResidualStageRegressor(n_fits=n_fits).fit(X, y)
