@@ -1,6 +1,8 @@
 """ResidualStageRegressor: the second stage learns the first's leave-one-out
 residuals and the prediction adds the two."""
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -495,11 +497,14 @@ def test_a_first_stage_without_leave_one_out_predictions_is_refused(friedman):
         ResidualStageRegressor(Ridge()).fit(X, y)
 
 
-def test_same_fit_under_namespaces(ns, friedman):
-    """NumPy and array_api_strict agree; the rows stay in the input's
-    namespace."""
+@pytest.mark.parametrize("n_fits", [1, 2])
+def test_same_fit_under_namespaces(ns, friedman, n_fits):
+    """NumPy and array_api_strict agree, one fit or the mean of several;
+    the rows stay in the input's namespace."""
     X, y = friedman
-    kw = dict(estimator=NWAttentionRegressor(max_iter=20), random_state=0)
+    kw = dict(
+        estimator=NWAttentionRegressor(max_iter=20), n_fits=n_fits, random_state=0
+    )
     ref = ResidualStageRegressor(**kw).fit(X, y)
     with ns.context():
         model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
@@ -665,6 +670,14 @@ def test_several_fits_predict_their_mean(friedman):
     bagged = ResidualStageRegressor(given, n_fits=3).fit(X, y)
     states = [fit.estimator_.random_state for fit in bagged.fits_]
     assert len(set(states)) == 3 and 3 not in states
+
+
+def test_several_fits_pickle(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(n_fits=2, random_state=0).fit(X, y)
+    loaded = pickle.loads(pickle.dumps(model))
+    assert len(loaded.fits_) == 2
+    assert_allclose(loaded.predict(X[:5]), model.predict(X[:5]), rtol=1e-12)
 
 
 def test_intervals_of_several_fits_pool_their_residuals(friedman):
