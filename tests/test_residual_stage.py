@@ -667,7 +667,7 @@ def test_several_fits_predict_their_mean(friedman):
     assert_allclose(again.predict(X[:7]), model.predict(X[:7]), rtol=1e-12)
     assert ResidualStageRegressor(random_state=0).fit(X, y).fits_ is None
     given = NWAttentionRegressor(max_iter=5, random_state=3)
-    bagged = ResidualStageRegressor(given, n_fits=3).fit(X, y)
+    bagged = ResidualStageRegressor(given, n_fits=3, random_state=0).fit(X, y)
     states = [fit.estimator_.random_state for fit in bagged.fits_]
     assert len(set(states)) == 3 and 3 not in states
 
