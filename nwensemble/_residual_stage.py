@@ -679,7 +679,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         Y_hat = _mean([part._sum(R) for part, R in zip(parts, rows)])
         xp, _ = get_namespace(Y_hat)
         # With several fits, every fit's residuals calibrate their mean,
-        # which errs less than one fit: the intervals lean wide.
+        # whose squared error is at most theirs on average: the intervals
+        # lean wide.
         if method == "jackknife+":
             residuals = _pooled([part.interval_residuals_ for part in parts], xp)
             return Y_hat, absolute_residual_bounds(Y_hat, residuals, alpha)
