@@ -46,6 +46,17 @@ from nwensemble._wrapper import WrapperMixin, inner_estimator
 # Residuals beyond this many robust standard deviations weigh less in the
 # second stage (the three-sigma rule for outliers).
 OUTLYING = 3.0
+# What one fit sets besides ``fits_``; several fits take the first's.
+_ONE_FIT_ATTRIBUTES = (
+    "estimator_",
+    "residual_estimator_",
+    "third_stage_",
+    "target_maps_",
+    "_map_columns",
+    "residual_rows_",
+    "interval_residuals_",
+    "_interval_positions",
+)
 
 
 class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
@@ -438,16 +449,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
                 )
             one = clone(self).set_params(n_fits=1, random_state=int(seed))
             fits.append(one.fit(X, y, sample_weight=sample_weight))
-        first = fits[0]
+        for name in _ONE_FIT_ATTRIBUTES:
+            setattr(self, name, getattr(fits[0], name))
         self.fits_ = fits
-        self.estimator_ = first.estimator_
-        self.residual_estimator_ = first.residual_estimator_
-        self.third_stage_ = first.third_stage_
-        self.target_maps_ = first.target_maps_
-        self._map_columns = first._map_columns
-        self.residual_rows_ = first.residual_rows_
-        self.interval_residuals_ = first.interval_residuals_
-        self._interval_positions = first._interval_positions
         return self
 
     def _parts(self):

@@ -66,7 +66,7 @@ def _bagged(name, X, y, X_test, seed):
         mock.patch.object(_start, "_own_scales_generalise", checks),
     ):
         fits = [
-            table.fit_quietly(ResidualStageRegressor(n_fits=1, random_state=s), X, y)
+            table.fit_quietly(ResidualStageRegressor(random_state=s), X, y)
             for s in (seed, seed + 1000)
         ]
     return np.mean([np.asarray(f.predict(X_test)).ravel() for f in fits], axis=0)
@@ -75,7 +75,7 @@ def _bagged(name, X, y, X_test, seed):
 def predictions(X, y, X_test, seed, args):
     """Test predictions and fit seconds of the default and each variant."""
     start = time.perf_counter()
-    model = table.fit_quietly(ResidualStageRegressor(n_fits=1, random_state=seed), X, y)
+    model = table.fit_quietly(ResidualStageRegressor(random_state=seed), X, y)
     out = {"default": (model.predict(X_test), time.perf_counter() - start)}
     for name in args.variants:
         if default_members(len(y)) < 4:
