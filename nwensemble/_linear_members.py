@@ -24,6 +24,9 @@ from nwensemble._shared.table import is_dataframe
 # takes all the weight (else the members' shares always; a switch for the
 # lever script).
 _ONE_FIT_WHERE_CLEARLY_BETTER = True
+# Whether the second fit acts through the first fit's feature slopes (else
+# it learns its own; a switch for the lever script).
+_ONE_MAP_PER_STAGE = True
 
 
 class LinearMembers(RegressorMixin, BaseEstimator):
@@ -124,8 +127,9 @@ class LinearMembers(RegressorMixin, BaseEstimator):
                 f"LinearMembers splits members; the estimator has n_members="
                 f"{n_members}, at least 2 are needed."
             )
-        first = clone(self.estimator).set_params(n_members=n_members - n_members // 2)
-        second = clone(self.estimator).set_params(n_members=n_members // 2)
+        groups = np.array(_group_sizes(n_members))
+        first = clone(self.estimator).set_params(n_members=int(groups[0]))
+        second = clone(self.estimator).set_params(n_members=int(groups[1]))
         # The second group draws its own rows (held out, subsampled), so that
         # the two together calibrate on more rows.
         rng = check_random_state(self.estimator.get_params()["random_state"])
@@ -154,10 +158,10 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         first.fit(X, y, **fit_params)
         # One map of the features for the whole stage, as its members share
         # one within a fit.
-        second._given_slopes = first._first_member.slopes
+        if _ONE_MAP_PER_STAGE:
+            second._given_slopes = first._first_member.slopes
         second.fit(X, residual, **fit_params)
-        groups = np.array([n_members - n_members // 2, n_members // 2])
-        weights = groups / n_members
+        weights = groups / groups.sum()
         if _ONE_FIT_WHERE_CLEARLY_BETTER:
             weights = _weights(
                 to_numpy(first.loo_prediction_).reshape(Y.shape),
@@ -245,6 +249,12 @@ class LinearMembers(RegressorMixin, BaseEstimator):
             device=device(like),
         )
         return at_queries, at_rows
+
+
+def _group_sizes(n_members):
+    """The members fitted to ``y`` and to ``y - l(x)``: ``ceil(k / 2)`` and
+    ``floor(k / 2)`` of ``k``."""
+    return n_members - n_members // 2, n_members // 2
 
 
 def _mix(weights, first, second, linear):
