@@ -30,7 +30,7 @@ def _load_csv(path, out):
 _WHICH_MODEL = """\
 Which to start with on a new table: ResidualStageRegressor(). One head
 (with up to four members, fits from other random draws, on tables up to
-2048 rows) and a second attention stage fitted to its leave-one-out
+4096 rows) and a second attention stage fitted to its leave-one-out
 residuals, the two added as boosting adds trees: it shares an effect along
 one feature across neighbourhoods, which one head's local average cannot.
 The documentation's benchmarks page compares these models with gradient

@@ -27,6 +27,10 @@ _ONE_FIT_WHERE_CLEARLY_BETTER = True
 # Whether the second fit acts through the first fit's feature slopes (else
 # it learns its own; a switch for the lever script).
 _ONE_MAP_PER_STAGE = True
+# Whether a lone member on y - l(x) beside a lone member on y starts from
+# the first's projection (else it searches its own; a switch for the lever
+# script).
+_LONE_SECOND_STARTS_FROM_FIRST = True
 
 
 class LinearMembers(RegressorMixin, BaseEstimator):
@@ -39,16 +43,17 @@ class LinearMembers(RegressorMixin, BaseEstimator):
     ``l`` a ridge on the features (their power transform, missing-value
     indicators, and a column per level of each categorical feature; its
     penalty by exact leave-one-out error), through the first fit's feature
-    slopes (one map of the features for the stage, as members share one).
-    The prediction is the members' mean, ``l`` added to the second fit's.
-    A local average of ``y`` bends a global trend where the rows near a
-    query lie to one side of it; the second fit averages what the trend
-    leaves instead, and the two err differently, so that their mean errs
-    less than either. Where one fit alone predicts the training rows
-    (left out) clearly better than the mean, by the paired rule's two
-    standard errors, it alone predicts: the ridge can take the part of an
-    effect that the second fit needed to see it (see
-    :ref:`residual_stage`).
+    slopes (one map of the features for the stage, as members share one);
+    where each fit has one member, the second starts from the first one's
+    projection instead of a start of its own. The prediction is the
+    members' mean, ``l`` added to the second fit's. A local average of
+    ``y`` bends a global trend where the rows near a query lie to one side
+    of it; the second fit averages what the trend leaves instead, and the
+    two err differently, so that their mean errs less than either. Where
+    one fit alone predicts the training rows (left out) clearly better
+    than the mean, by the paired rule's two standard errors, it alone
+    predicts: the ridge can take the part of an effect that the second fit
+    needed to see it (see :ref:`residual_stage`).
 
     Parameters
     ----------
@@ -160,6 +165,11 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         # one within a fit.
         if _ONE_MAP_PER_STAGE:
             second._given_slopes = first._first_member.slopes
+        if _LONE_SECOND_STARTS_FROM_FIRST and groups[0] == groups[1] == 1:
+            # A lone member on y - l(x) starts from the first's projection
+            # (through the same slopes) instead of searching its own: the
+            # fit's budget on the tables with two members.
+            second._given_start = first._first_member.solver.W
         second.fit(X, residual, **fit_params)
         weights = groups / groups.sum()
         if _ONE_FIT_WHERE_CLEARLY_BETTER:

@@ -22,7 +22,7 @@ from sklearn.utils.validation import (
 )
 
 from nwensemble._atomic import atomic_fit
-from nwensemble._fit.allocation import default_members
+from nwensemble._fit.allocation import first_stage_members
 from nwensemble._fit.column_types import categorical_mask
 from nwensemble._fit.config import progress
 from nwensemble._fit.early_stopping import EARLY_STOPPING_MIN_ROWS
@@ -90,12 +90,13 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         tables: ``MultiHeadNWRegressor(n_heads=1, n_members=k,
         bvc_resamples=0, early_stopping=True, feature_slopes=True)`` (the
         slopes as ``feature_slopes`` says, the heads as
-        ``first_stage_heads`` says), ``k`` chosen for the rows
-        as :class:`HeadAllocator`'s ``n_members='auto'`` chooses (4 up to
-        1024 rows, 1 above 2048; a fit of :class:`NWAttentionRegressor`
-        when ``k`` is 1). It holds rows out of its projection's fit from 50
-        rows on, also where ``early_stopping='auto'`` would not (many rows
-        per learned parameter), so that the intervals calibrate on rows no
+        ``first_stage_heads`` says), ``k = 8192 // n_samples`` within 1 and
+        4 (:class:`HeadAllocator`'s ``n_members='auto'`` on twice the rows:
+        4 up to 2048 rows, 2 up to 4096, 1 above; a fit of
+        :class:`NWAttentionRegressor` when ``k`` is 1). It holds rows out of
+        its projection's fit from 50 rows on, also where
+        ``early_stopping='auto'`` would not (many rows per learned
+        parameter), so that the intervals calibrate on rows no
         projection learned; with fewer rows ``'auto'`` (none held out).
         With several members, half of them learn the target less a ridge
         (see ``linear_members``). Any of the library's estimators,
@@ -156,7 +157,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
 
     linear_members : bool, default=True
         Whether the default first stage, where it has several members
-        (``k`` of them, up to 2048 rows), fits ``ceil(k / 2)`` to ``y`` and
+        (``k`` of them, up to 4096 rows), fits ``ceil(k / 2)`` to ``y`` and
         the other ``floor(k / 2)`` to ``y - l(x)``, ``l`` a ridge on the
         features (power-transformed, with missing-value indicators and a
         column per level of a categorical feature; its penalty by exact
@@ -386,9 +387,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         stops_early = _stops_early(n_rows, sample_weight)
         if self.estimator is None:
             # One head with members on small tables, whose error a fit's
-            # random draws move most; the members average the draws out.
+            # random draws move most (the members average the draws out),
+            # and up to twice as many rows a second member through the
+            # first one's slopes.
             first.set_params(
-                n_members=default_members(n_rows),
+                n_members=first_stage_members(n_rows),
                 early_stopping=stops_early,
                 feature_slopes=self.feature_slopes,
             )

@@ -18,7 +18,7 @@ from nwensemble import (
     NWAttentionRegressor,
     ResidualStageRegressor,
 )
-from nwensemble._fit.allocation import default_members
+from nwensemble._fit.allocation import first_stage_members
 from nwensemble._linear_members import LinearMembers
 from nwensemble._residual_stage import OUTLYING, residual_weights
 from nwensemble._shared.backend import to_numpy
@@ -64,16 +64,14 @@ def _member_fits(model):
     return first.estimators_ if isinstance(first, LinearMembers) else (first,)
 
 
-def test_the_default_first_stage_is_one_head_with_the_allocators_members(
-    friedman, monkeypatch
-):
+def test_the_default_first_stage_is_one_head_with_its_members(friedman, monkeypatch):
     """Split between the target and what a ridge leaves (``LinearMembers``)
     where there are several; all on the target with
     ``linear_members=False``."""
     X, y = friedman
     first = ResidualStageRegressor(random_state=0).fit(X, y).estimator_
     assert isinstance(first, LinearMembers)
-    assert default_members(len(y)) == 4
+    assert first_stage_members(len(y)) == 4
     for fit in first.estimators_:
         assert isinstance(fit, MultiHeadNWRegressor)
         assert fit.n_heads == 1 and fit.n_members == 2
@@ -87,13 +85,20 @@ def test_the_default_first_stage_is_one_head_with_the_allocators_members(
     assert given.fit(X, y).estimator_.bvc_decomposition_ is not None
     # One member is a fit of NWAttentionRegressor's model.
     monkeypatch.setattr(
-        "nwensemble._residual_stage.default_members", lambda n_samples: 1
+        "nwensemble._residual_stage.first_stage_members", lambda n_samples: 1
     )
     model = ResidualStageRegressor(random_state=0).fit(X, y)
     single = NWAttentionRegressor(
         early_stopping=True, feature_slopes=True, random_state=0
     ).fit(X, y)
     assert_allclose(model.estimator_.predict(X[:9]), single.predict(X[:9]))
+
+
+def test_the_first_stage_has_members_on_twice_the_allocators_rows():
+    """Four members up to 2048 rows, then fewer, one above 4096 (the
+    allocator's rule at 8192 rows)."""
+    rows = (1, 2048, 2049, 2730, 2731, 4096, 4097)
+    assert [first_stage_members(n) for n in rows] == [4, 4, 3, 3, 2, 2, 1]
 
 
 def test_linear_members_fall_back_to_the_target_where_the_ridge_takes_an_effect():
@@ -124,7 +129,7 @@ def test_linear_members_only_in_the_default_first_stage_with_members(
     ).fit(X, y)
     assert isinstance(given.estimator_, MultiHeadNWRegressor)
     monkeypatch.setattr(
-        "nwensemble._residual_stage.default_members", lambda n_samples: 1
+        "nwensemble._residual_stage.first_stage_members", lambda n_samples: 1
     )
     single = ResidualStageRegressor(random_state=0).fit(X, y)
     assert isinstance(single.estimator_, MultiHeadNWRegressor)
@@ -170,7 +175,7 @@ def test_first_stage_heads_are_as_wide_as_the_rows_the_stage_sees(friedman):
     first, second = _member_fits(model)
     assert (first.n_heads, first.head_dim, first.init) == (2, X.shape[1], "identity")
     assert (second.n_heads, second.head_dim) == (2, X.shape[1])
-    assert first.n_members + second.n_members == default_members(X.shape[0])
+    assert first.n_members + second.n_members == first_stage_members(X.shape[0])
     assert np.asarray(first.components_).shape == (
         2 * first.n_members,
         X.shape[1],
@@ -656,7 +661,7 @@ def test_several_fits_predict_their_mean(friedman):
         assert fit.n_fits == 1 and fit.fits_ is None
         # Each fit is the default: its members as one fit's.
         members = [m.n_members for m in fit.estimator_.estimators_]
-        assert sum(members) == default_members(len(y))
+        assert sum(members) == first_stage_members(len(y))
     assert model.estimator_ is model.fits_[0].estimator_
     assert model.residual_estimator_ is model.fits_[0].residual_estimator_
     assert model.interval_residuals_ is model.fits_[0].interval_residuals_

@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 
 from nwensemble import ResidualStageRegressor, _residual_stage  # noqa: E402
 from nwensemble._fit import start as _start  # noqa: E402
-from nwensemble._fit.allocation import default_members  # noqa: E402
+from nwensemble._fit.allocation import first_stage_members  # noqa: E402
 
 VARIANTS = ["bag half", "bag nocheck", "bag full", "two fits"]
 
@@ -57,12 +57,12 @@ _MEMBERS = {
 
 def _bagged(name, X, y, X_test, seed):
     """The variant's test prediction: the mean of its two fits."""
-    k = _MEMBERS[name](default_members(len(y)))
+    k = _MEMBERS[name](first_stage_members(len(y)))
     checks = _start._own_scales_generalise
     if name == "bag nocheck":
         checks = lambda *args, **kwargs: True  # noqa: E731
     with (
-        mock.patch.object(_residual_stage, "default_members", lambda n: k),
+        mock.patch.object(_residual_stage, "first_stage_members", lambda n: k),
         mock.patch.object(_start, "_own_scales_generalise", checks),
     ):
         fits = [
@@ -78,7 +78,7 @@ def predictions(X, y, X_test, seed, args):
     model = table.fit_quietly(ResidualStageRegressor(random_state=seed), X, y)
     out = {"default": (model.predict(X_test), time.perf_counter() - start)}
     for name in args.variants:
-        if default_members(len(y)) < 4:
+        if first_stage_members(len(y)) < 4:
             out[name] = out["default"]
             continue
         start = time.perf_counter()

@@ -69,7 +69,7 @@ from nwensemble import (  # noqa: E402
     NWAttentionRegressor,
     ResidualStageRegressor,
 )
-from nwensemble._fit.allocation import default_members  # noqa: E402
+from nwensemble._fit.allocation import first_stage_members  # noqa: E402
 from nwensemble._fit.loo_loss import loo_loss_and_grad_z  # noqa: E402
 from nwensemble._shared.kernels import KERNELS  # noqa: E402
 from nwensemble._shared.keys import Keys  # noqa: E402
@@ -301,7 +301,7 @@ def _with_slopes(seed, n_rows, *, both):
     first = MultiHeadNWRegressor(
         n_heads=1,
         bvc_resamples=0,
-        n_members=default_members(n_rows),
+        n_members=first_stage_members(n_rows),
         early_stopping=True,
         feature_slopes=True,
     )

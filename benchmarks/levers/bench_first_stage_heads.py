@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _variant_table as table  # noqa: E402
 
 from nwensemble import MultiHeadNWRegressor, ResidualStageRegressor  # noqa: E402
-from nwensemble._fit.allocation import default_members  # noqa: E402
+from nwensemble._fit.allocation import first_stage_members  # noqa: E402
 
 VARIANTS = ["two heads", "two heads, half the members", "one or two, chosen"]
 
@@ -49,7 +49,7 @@ def _two_heads_half_the_members(seed, X):
         head_dim=X.shape[1],
         init="identity",
         bvc_resamples=0,
-        n_members=max(1, default_members(X.shape[0]) // 2),
+        n_members=max(1, first_stage_members(X.shape[0]) // 2),
         early_stopping=True,
         feature_slopes=True,
     )

@@ -61,12 +61,12 @@ from nwensemble import (  # noqa: E402
     NWAttentionRegressor,
     ResidualStageRegressor,
 )
-from nwensemble._fit.allocation import default_members  # noqa: E402
+from nwensemble._fit.allocation import first_stage_members  # noqa: E402
 
 # First stages by name, for a table of ``n`` training rows.
 FIRST = {
     "default": lambda n: MultiHeadNWRegressor(
-        n_heads=1, n_members=default_members(n), random_state=0
+        n_heads=1, n_members=first_stage_members(n), random_state=0
     ),
     "NWAttention": lambda n: NWAttentionRegressor(random_state=0),
     "MultiHeadNW": lambda n: MultiHeadNWRegressor(random_state=0),

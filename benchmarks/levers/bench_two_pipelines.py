@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from nwensemble import ResidualStageRegressor, _residual_stage  # noqa: E402
 from nwensemble._fit import linear_term  # noqa: E402
-from nwensemble._fit.allocation import default_members  # noqa: E402
+from nwensemble._fit.allocation import first_stage_members  # noqa: E402
 from nwensemble._shared.table import is_dataframe  # noqa: E402
 
 VARIANTS = ["pipes linear", "pipes four", "pipes one", "pipes hinge"]
@@ -45,7 +45,7 @@ VARIANTS = ["pipes linear", "pipes four", "pipes one", "pipes hinge"]
 
 def _half(n):
     """Each pipeline's members: half the default's, at least one."""
-    return max(1, default_members(n) // 2)
+    return max(1, first_stage_members(n) // 2)
 
 
 # Per variant: the ridge's design, each pipeline's members for n rows, and
@@ -63,7 +63,7 @@ def _pipelines(name, X, y, X_test, seed):
     design, members, _ = _SETUP[name]
     y = np.asarray(y, dtype=float)
     frame = is_dataframe(X)
-    with mock.patch.object(_residual_stage, "default_members", members):
+    with mock.patch.object(_residual_stage, "first_stage_members", members):
         on_y = table.fit_quietly(
             ResidualStageRegressor(linear_members=False, random_state=seed), X, y
         )
@@ -90,7 +90,7 @@ def predictions(X, y, X_test, seed, args):
     start = time.perf_counter()
     model = table.fit_quietly(ResidualStageRegressor(random_state=seed), X, y)
     out = {"default": (model.predict(X_test), time.perf_counter() - start)}
-    k = default_members(len(y))
+    k = first_stage_members(len(y))
     for name in args.variants:
         if k < _SETUP[name][2]:
             out[name] = out["default"]

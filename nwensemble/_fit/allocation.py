@@ -81,9 +81,21 @@ MAX_MEMBERS = 4
 # of k members on n rows cost about k n^2 per pass, at most what one fit on
 # this many rows costs.
 MEMBER_ROWS = 4096
+# The recommended start's first stage keeps them within twice as many, so
+# that tables of up to 4096 rows fit a second member through the feature
+# slopes the first one learned: members fitted once a learned map is in
+# place find the interactions that a target turns on more often than the
+# map's learner does.
+FIRST_STAGE_MEMBER_ROWS = 2 * MEMBER_ROWS
 
 
-def default_members(n_samples):
-    """``n_members='auto'``: ``MEMBER_ROWS // n_samples`` within 1 and
+def default_members(n_samples, *, member_rows=MEMBER_ROWS):
+    """``n_members='auto'``: ``member_rows // n_samples`` within 1 and
     ``MAX_MEMBERS``."""
-    return int(min(MAX_MEMBERS, max(1, MEMBER_ROWS // max(n_samples, 1))))
+    return int(min(MAX_MEMBERS, max(1, member_rows // max(n_samples, 1))))
+
+
+def first_stage_members(n_samples):
+    """The recommended start's first stage: ``FIRST_STAGE_MEMBER_ROWS //
+    n_samples`` within 1 and ``MAX_MEMBERS``."""
+    return default_members(n_samples, member_rows=FIRST_STAGE_MEMBER_ROWS)
