@@ -171,8 +171,7 @@ class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         first_member = vars(self).pop("_given_first_member", None)
         # LinearMembers hands its second fit the first fit's feature slopes.
         given_slopes = vars(self).pop("_given_slopes", None)
-        # ... and, where each has one member, the first's projection to
-        # start from.
+        # ... and may hand it the first fit's projection to start from.
         given_start = vars(self).pop("_given_start", None)
         if previous is None:
             previous = given_start

@@ -132,9 +132,9 @@ class LinearMembers(RegressorMixin, BaseEstimator):
                 f"LinearMembers splits members; the estimator has n_members="
                 f"{n_members}, at least 2 are needed."
             )
-        groups = np.array(_group_sizes(n_members))
-        first = clone(self.estimator).set_params(n_members=int(groups[0]))
-        second = clone(self.estimator).set_params(n_members=int(groups[1]))
+        groups = _group_sizes(n_members)
+        first = clone(self.estimator).set_params(n_members=groups[0])
+        second = clone(self.estimator).set_params(n_members=groups[1])
         # The second group draws its own rows (held out, subsampled), so that
         # the two together calibrate on more rows.
         rng = check_random_state(self.estimator.get_params()["random_state"])
@@ -144,17 +144,7 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         sw = np.ones(Y.shape[0])
         if sample_weight is not None:
             sw = _check_sample_weight(host_weights(sample_weight), Y)
-        table = is_dataframe(X) or (isinstance(X, np.ndarray) and X.dtype.kind == "O")
-        term, in_sample, left_out = LinearTerm.fit(
-            X,
-            Y,
-            sw,
-            categorical_features=self.estimator.get_params().get(
-                "categorical_features"
-            ),
-            table=table,
-            rng=rng,
-        )
+        term, in_sample, left_out = ridge_of(self.estimator, X, Y, sw, rng=rng)
         xp, _ = get_namespace(y)
         dtype = y.dtype if xp.isdtype(y.dtype, "real floating") else xp.float64
         residual = xp.asarray(
@@ -165,13 +155,13 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         # one within a fit.
         if _ONE_MAP_PER_STAGE:
             second._given_slopes = first._first_member.slopes
-        if _LONE_SECOND_STARTS_FROM_FIRST and groups[0] == groups[1] == 1:
+        if _LONE_SECOND_STARTS_FROM_FIRST and groups == (1, 1):
             # A lone member on y - l(x) starts from the first's projection
             # (through the same slopes) instead of searching its own: the
             # fit's budget on the tables with two members.
             second._given_start = first._first_member.solver.W
         second.fit(X, residual, **fit_params)
-        weights = groups / groups.sum()
+        weights = np.array(groups) / sum(groups)
         if _ONE_FIT_WHERE_CLEARLY_BETTER:
             weights = _weights(
                 to_numpy(first.loo_prediction_).reshape(Y.shape),
@@ -259,6 +249,21 @@ class LinearMembers(RegressorMixin, BaseEstimator):
             device=device(like),
         )
         return at_queries, at_rows
+
+
+def ridge_of(estimator, X, Y, sw, *, rng):
+    """The ridge ``l`` of the rows ``X`` with targets ``Y`` (host (n, t))
+    and weights ``sw``, the categorical features as ``estimator`` names
+    them: ``LinearTerm.fit``'s ``(term, in-sample fit, left-out fit)``."""
+    table = is_dataframe(X) or (isinstance(X, np.ndarray) and X.dtype.kind == "O")
+    return LinearTerm.fit(
+        X,
+        Y,
+        sw,
+        categorical_features=estimator.get_params().get("categorical_features"),
+        table=table,
+        rng=rng,
+    )
 
 
 def _group_sizes(n_members):

@@ -92,7 +92,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         slopes as ``feature_slopes`` says, the heads as
         ``first_stage_heads`` says), ``k = 8192 // n_samples`` within 1 and
         4 (:class:`HeadAllocator`'s ``n_members='auto'`` on twice the rows:
-        4 up to 2048 rows, 2 up to 4096, 1 above; a fit of
+        4 up to 2048 rows, 2 or 3 up to 4096, 1 above; a fit of
         :class:`NWAttentionRegressor` when ``k`` is 1). It holds rows out of
         its projection's fit from 50 rows on, also where
         ``early_stopping='auto'`` would not (many rows per learned

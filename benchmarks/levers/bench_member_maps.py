@@ -131,14 +131,8 @@ def _paired_maps_fit(self, X, y, sample_weight=None):
     a learner of its own slopes per member on ``y``, and on ``y - l(x)`` a
     member through each learner's slopes."""
     learners, rng = _learners(self, X, y)
-    calls = []
-
-    def cloned(estimator):
-        calls.append(1)
-        if len(calls) == 1:
-            return _Fitted(_MeanOfFits(learners))
-        return _ThroughEach(clone(estimator), learners, rng)
-
+    through_each = lambda e: _ThroughEach(clone(e), learners, rng)  # noqa: E731
+    cloned = _first_is(_MeanOfFits(learners), then=through_each)
     with mock.patch.object(_linear_members, "clone", cloned):
         return _ORIGINAL_FIT(self, X, y, sample_weight)
 
@@ -153,16 +147,9 @@ def _five_fit(self, X, y, sample_weight=None):
     )
     through._given_slopes = learners[0]._first_member.slopes
     on_y = _MeanOfFits([learners[0], through.fit(X, y), *learners[1:]])
-    calls = []
-
-    def cloned(estimator):
-        calls.append(1)
-        if len(calls) == 1:
-            return _Fitted(on_y)
-        return _ThroughEach(clone(estimator), learners, rng)
-
+    through_each = lambda e: _ThroughEach(clone(e), learners, rng)  # noqa: E731
     with (
-        mock.patch.object(_linear_members, "clone", cloned),
+        mock.patch.object(_linear_members, "clone", _first_is(on_y, then=through_each)),
         mock.patch.object(_linear_members, "_group_sizes", lambda k: (3, 2)),
     ):
         return _ORIGINAL_FIT(self, X, y, sample_weight)
@@ -177,16 +164,15 @@ def _two_learners_fit(self, X, y, sample_weight=None):
         return _ORIGINAL_FIT(self, X, y, sample_weight)
 
 
-def _first_is(group):
+def _first_is(group, then=clone):
     """``clone`` for ``LinearMembers.fit`` whose first call returns
-    ``group`` (already fitted; its ``set_params`` ignored)."""
+    ``group`` (already fitted; its ``set_params`` ignored) and later ones
+    ``then(estimator)``."""
     calls = []
 
     def cloned(estimator):
-        if not calls:
-            calls.append(1)
-            return _Fitted(group)
-        return clone(estimator)
+        calls.append(1)
+        return _Fitted(group) if len(calls) == 1 else then(estimator)
 
     return cloned
 

@@ -34,9 +34,8 @@ import numpy as np  # noqa: E402
 from sklearn.utils import check_random_state  # noqa: E402
 
 from nwensemble import _residual_stage  # noqa: E402
-from nwensemble._fit.linear_term import LinearTerm  # noqa: E402
+from nwensemble._linear_members import ridge_of  # noqa: E402
 from nwensemble._shared.backend import to_host, to_numpy  # noqa: E402
-from nwensemble._shared.table import is_dataframe  # noqa: E402
 
 VARIANTS = ["ridge member"]
 
@@ -59,17 +58,7 @@ class _OnRidgeResidual:
         Y = to_numpy(y).astype(np.float64).reshape(y.shape[0], -1)
         sw = np.ones(Y.shape[0]) if sample_weight is None else to_numpy(sample_weight)
         rng = check_random_state(self.estimator.get_params()["random_state"])
-        tabular = is_dataframe(X) or (isinstance(X, np.ndarray) and X.dtype.kind == "O")
-        term, in_sample, left_out = LinearTerm.fit(
-            X,
-            Y,
-            sw,
-            categorical_features=self.estimator.get_params().get(
-                "categorical_features"
-            ),
-            table=tabular,
-            rng=rng,
-        )
+        term, in_sample, left_out = ridge_of(self.estimator, X, Y, sw, rng=rng)
         residual = np.reshape(Y - in_sample, y.shape).astype(y.dtype)
         kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
         self.estimator.fit(X, residual, **kwargs)
