@@ -28,6 +28,7 @@ from nwensemble._fit.config import progress
 from nwensemble._fit.early_stopping import EARLY_STOPPING_MIN_ROWS
 from nwensemble._fit.null_key import fit_null_key_heads
 from nwensemble._fit.paired_rule import paired_gain_is_clear
+from nwensemble._fit.series_lines import SeriesLines
 from nwensemble._fit.target_maps import TargetMaps, cross_fitted_maps, maps_promise
 from nwensemble._linear_members import LinearMembers
 from nwensemble._multi_head import MultiHeadNWRegressor
@@ -51,6 +52,7 @@ _ONE_FIT_ATTRIBUTES = (
     "estimator_",
     "residual_estimator_",
     "third_stage_",
+    "series_lines_",
     "target_maps_",
     "_map_columns",
     "residual_rows_",
@@ -79,7 +81,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     residuals lie beyond three robust standard deviations weigh less in the
     second stage (Huber's weights, ``3 / d`` at ``d`` of them), so that a
     few outlying targets do not carry their residuals to the rows near
-    them.
+    them. Where training rows repeat one setting of the features at
+    several values of one numeric feature (a series), a query of the series
+    also reads the line between its nearest rows along that feature, as
+    much as the training rows' leave-one-out residuals say it should
+    (``series_lines``).
 
     Read more in the :ref:`User Guide <residual_stage>`.
 
@@ -194,6 +200,20 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         differences. It gains where the residuals of nearly repeated rows
         agree, at the cost of a longer fit.
 
+    series_lines : bool, default=True
+        Whether the prediction reads the table's series too: training rows
+        equal on every feature but one numeric feature (a designed
+        experiment's setting at several values of one factor). A query of a
+        series takes the line between the series' nearest rows on either
+        side of it along that feature (through its power transform; the
+        rows at its own value, where there are some), the mean of such
+        lines where it has several, and the prediction moves towards it by
+        a weight within [0, 1], the least-squares slope of the training
+        rows' leave-one-out residuals of the stages' sum on their
+        leave-one-out lines' gaps from it (each row's line drawn without
+        it). A table without series, or whose series the stages already
+        read, is predicted as without (see :ref:`residual_stage`).
+
     random_state : int, RandomState instance or None, default=None
         Given to both stages as their ``random_state`` (an estimator's own
         is kept when this is None); it also draws the maps' folds and the
@@ -249,7 +269,14 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         from the members that held the row out) less the second stage's
         left-out estimate (and the third stage's, where it was kept: no
         member's projection learned these rows). None for stages without
-        those attributes.
+        those attributes. With ``series_lines_``, the residuals of the
+        prediction moved towards the rows' left-out lines.
+
+    series_lines_ : object or None
+        The fitted series lines (each numeric feature's series, their
+        knots, and the weight of the lines in the prediction); None where
+        ``series_lines`` is False, the table has no series, or the weight
+        came out zero.
 
     n_features_in_ : int
         Number of features seen during fit.
@@ -292,6 +319,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "linear_members": ["boolean"],
         "n_fits": [Interval(Integral, 1, None, closed="left")],
         "third_stage": ["boolean"],
+        "series_lines": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -307,6 +335,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         linear_members=True,
         n_fits=1,
         third_stage=False,
+        series_lines=True,
         random_state=None,
         verbose=0,
     ):
@@ -318,6 +347,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.linear_members = linear_members
         self.n_fits = n_fits
         self.third_stage = third_stage
+        self.series_lines = series_lines
         self.random_state = random_state
         self.verbose = verbose
 
@@ -426,10 +456,16 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             third, interval_residuals = self._fit_third_stage(
                 stages, X if maps is None else X_mapped, y, sample_weight
             )
+        series = None
+        if self.series_lines:
+            series, interval_residuals = self._fit_series_lines(
+                stages, X, y, sample_weight, interval_residuals, categorical_features
+            )
         self.fits_ = None
         self.estimator_ = stages.first
         self.residual_estimator_ = stages.second
         self.third_stage_ = third
+        self.series_lines_ = series
         self.target_maps_ = maps
         self._map_columns = map_columns
         self.residual_rows_ = stages.rows
@@ -566,6 +602,52 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         left_out = heads.left_out(calibrating, xp=xp)
         return heads, residuals - xp.reshape(left_out, residuals.shape)
 
+    def _fit_series_lines(
+        self, stages, X, y, sample_weight, interval_residuals, categorical_features
+    ):
+        """The series lines of the training rows ``X`` (as given, without
+        maps), weighted against the first two stages' leave-one-out sum on
+        the second stage's rows, and the interval residuals of the
+        prediction they move (None, and the residuals as they are, where
+        the lines take no weight)."""
+        first, second = stages.first, stages.second
+        loo = getattr(second, "loo_prediction_", None)
+        if loo is None:
+            return None, interval_residuals
+        n = _num_samples(X)
+        Y = to_numpy(y).astype(np.float64).reshape(n, -1)
+        rows = to_host(stages.rows)
+        fitted = np.full(Y.shape, np.nan)
+        fitted[rows] = to_numpy(first.loo_prediction_).reshape(Y.shape)[
+            rows
+        ] + to_numpy(loo).reshape(rows.shape[0], -1)
+        sw = np.ones(n)
+        if sample_weight is not None:
+            sw = _check_sample_weight(host_weights(sample_weight), Y)
+        series, left_out = SeriesLines.fit(
+            X,
+            Y,
+            sw,
+            fitted,
+            categorical_features=categorical_features,
+            table=self._table,
+            rng=check_random_state(self.random_state),
+        )
+        if series is None or interval_residuals is None:
+            return series, interval_residuals
+        calibrating = to_host(first.calibration_rows_)[
+            to_host(stages.interval_positions)
+        ]
+        R = to_numpy(interval_residuals).astype(np.float64)
+        R = R.reshape(calibrating.shape[0], -1)
+        moved = series.moved(left_out[calibrating], Y[calibrating] - R)
+        xp, _ = get_namespace(interval_residuals)
+        return series, xp.asarray(
+            np.reshape(Y[calibrating] - moved, interval_residuals.shape),
+            dtype=interval_residuals.dtype,
+            device=device(interval_residuals),
+        )
+
     def _target_maps_candidate(self, X, y, sample_weight, map_columns):
         """The fitted maps of the columns ``map_columns`` and the training
         rows with their cross-fitted maps, where the stages may see them;
@@ -620,7 +702,20 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             Predicted values, in the namespace of the first stage's.
         """
         X = self._validated_query(X, "predict")
-        return _mean([part._sum(part._stage_rows(X)) for part in self._parts()])
+        return _mean([part._prediction(X) for part in self._parts()])
+
+    def _prediction(self, X):
+        """One fit's prediction of validated query rows: the stages' sum,
+        moved towards the rows' series lines where it has some."""
+        total = self._sum(self._stage_rows(X))
+        if self.series_lines_ is None:
+            return total
+        xp, _ = get_namespace(total)
+        host = to_numpy(total).astype(np.float64).reshape(total.shape[0], -1)
+        moved = self.series_lines_.adjust(X, host)
+        return xp.asarray(
+            np.reshape(moved, total.shape), dtype=total.dtype, device=device(total)
+        )
 
     def _sum(self, X):
         """The stages' predictions added, for validated query rows."""
@@ -683,7 +778,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         X = self._validated_query(X, "predict_interval")
         parts = self._parts()
         rows = [part._stage_rows(X) for part in parts]
-        Y_hat = _mean([part._sum(R) for part, R in zip(parts, rows)])
+        Y_hat = _mean([part._prediction(X) for part in parts])
         xp, _ = get_namespace(Y_hat)
         # With several fits, every fit's residuals calibrate their mean,
         # whose squared error is at most theirs on average: the intervals

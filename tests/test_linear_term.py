@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from nwensemble._fit.linear_term import LinearTerm, _encode
+from nwensemble._fit.column_types import encode_on_host
+from nwensemble._fit.linear_term import LinearTerm
 
 
 def _fit(X, y, sw=None, *, table=False):
@@ -23,7 +24,7 @@ def _fit(X, y, sw=None, *, table=False):
 def _refit_at(term, X, y, w):
     """The ridge of ``term``'s design and penalty refitted under weights
     ``w`` (an unpenalised intercept): its predictions of every row."""
-    A = term.design.of(_encode(term.encoder, X))
+    A = term.design.of(encode_on_host(term.encoder, X))
     D = np.c_[np.ones(len(y)), A]
     penalty = np.diag([0.0] + [term.penalty] * A.shape[1])
     coef = np.linalg.solve(D.T @ (w[:, None] * D) + penalty, D.T @ (w * y))

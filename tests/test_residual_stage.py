@@ -19,6 +19,7 @@ from nwensemble import (
     ResidualStageRegressor,
 )
 from nwensemble._fit.allocation import first_stage_members
+from nwensemble._fit.series_lines import SeriesLines
 from nwensemble._linear_members import LinearMembers
 from nwensemble._residual_stage import OUTLYING, residual_weights
 from nwensemble._shared.backend import to_numpy
@@ -747,3 +748,121 @@ def test_n_fits_rejects_what_is_not_a_positive_count(friedman, n_fits):
     X, y = friedman
     with pytest.raises(ValueError, match="n_fits"):
         ResidualStageRegressor(n_fits=n_fits).fit(X, y)
+
+
+def _designed_table(n_settings=50, seed=0):
+    """A designed experiment: settings of two continuous factors, each
+    measured at a few of five ages, the target growing with the log of the
+    age at a rate of the setting's own that the factors do not tell (a
+    series along the age per setting)."""
+    rng = np.random.default_rng(seed)
+    settings = rng.uniform(size=(n_settings, 2))
+    rates = rng.uniform(1.0, 3.0, size=n_settings)
+    ages = np.array([1.0, 3.0, 7.0, 28.0, 90.0])
+    rows = [(s, age) for s in range(n_settings) for age in ages if rng.uniform() < 0.8]
+    setting, age = np.array(rows).T
+    setting = setting.astype(int)
+    X = np.column_stack([settings[setting], age])
+    y = rates[setting] * np.log(age)
+    return X, y + 0.1 * rng.standard_normal(len(y))
+
+
+def test_series_lines_move_the_sum_towards_a_querys_series():
+    X, y = _designed_table()
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    series = model.series_lines_
+    assert series is not None and series.columns == (2,)
+    assert 0.0 < series.weight[0] <= 1.0
+    total = np.asarray(model._sum(X)).reshape(-1, 1)
+    expected = series.adjust(X, total)[:, 0]
+    assert_allclose(model.predict(X), expected, rtol=1e-12)
+    # Without the lines: the stages' sum, the same stages.
+    plain = ResidualStageRegressor(series_lines=False, random_state=0).fit(X, y)
+    assert plain.series_lines_ is None
+    assert_allclose(plain.predict(X), total[:, 0], rtol=1e-12)
+    # A new setting has no series: the sum alone.
+    new = np.array([[0.5, 0.5, 7.0], [0.3, 0.9, 2.0]])
+    assert_allclose(model.predict(new), plain.predict(new), rtol=1e-12)
+
+
+def test_a_table_without_series_is_predicted_as_without_lines(friedman):
+    X, y = friedman
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    plain = ResidualStageRegressor(series_lines=False, random_state=0).fit(X, y)
+    assert model.series_lines_ is None
+    assert_allclose(model.predict(X[:9]), plain.predict(X[:9]), rtol=1e-12)
+    assert_allclose(model.interval_residuals_, plain.interval_residuals_, rtol=1e-12)
+
+
+def test_the_lines_weigh_against_the_sums_leave_one_out_and_move_its_residuals():
+    """The weight: least squares of the sum's leave-one-out residuals on the
+    rows' left-out lines' gaps from it; the interval residuals: those of
+    the sum moved towards the left-out lines."""
+    X, y = _designed_table()
+    model = ResidualStageRegressor(random_state=0).fit(X, y)
+    plain = ResidualStageRegressor(series_lines=False, random_state=0).fit(X, y)
+    rows = to_numpy(model.residual_rows_)
+    fitted = np.full((len(y), 1), np.nan)
+    fitted[rows, 0] = model.estimator_.loo_prediction_[rows]
+    fitted[rows, 0] += model.residual_estimator_.loo_prediction_
+    series, left_out = SeriesLines.fit(
+        X,
+        y[:, None],
+        np.ones(len(y)),
+        fitted,
+        categorical_features=None,
+        table=False,
+        rng=np.random.RandomState(0),
+    )
+    assert_allclose(series.weight, model.series_lines_.weight, rtol=1e-12)
+    calibrating = to_numpy(model.estimator_.calibration_rows_)[
+        to_numpy(model._interval_positions)
+    ]
+    before = to_numpy(plain.interval_residuals_)
+    sum_loo = y[calibrating] - before
+    moved = series.moved(left_out[calibrating], sum_loo[:, None])[:, 0]
+    assert_allclose(model.interval_residuals_, y[calibrating] - moved, rtol=1e-12)
+    assert np.any(np.abs(moved - sum_loo) > 1e-6)
+
+
+@pytest.mark.parametrize("n_fits", [1, 2])
+def test_series_lines_under_namespaces(ns, n_fits):
+    X, y = _designed_table(n_settings=30)
+    kw = dict(
+        estimator=NWAttentionRegressor(max_iter=20), n_fits=n_fits, random_state=0
+    )
+    ref = ResidualStageRegressor(**kw).fit(X, y)
+    assert ref.series_lines_ is not None
+    with ns.context():
+        model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+        pred = ns.check_output(model.predict(ns.asarray(X[:9])))
+        _, bounds = model.predict_interval(ns.asarray(X[:9]))
+        bounds = ns.check_output(bounds)
+    assert_allclose(pred, ref.predict(X[:9]), rtol=1e-9)
+    assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-9)
+
+
+def test_series_lines_of_a_frame_with_levels_and_missing_values():
+    X, y = _designed_table()
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            "a": X[:, 0],
+            "kind": np.where(X[:, 1] > 0.5, "high", "low"),
+            "age": X[:, 2],
+        }
+    )
+    frame.loc[rng.uniform(size=len(y)) < 0.05, "a"] = np.nan
+    model = ResidualStageRegressor(random_state=0).fit(frame, y)
+    assert model.series_lines_ is not None
+    assert 1 in model.series_lines_.columns  # the age, among the numbers
+    assert np.isfinite(model.predict(frame.iloc[:20])).all()
+    pred, bounds = model.predict_interval(frame.iloc[:20])
+    assert np.all(bounds[:, 0] <= pred) and np.all(pred <= bounds[:, 1])
+
+
+@pytest.mark.parametrize("value", [0, 1, "yes", None])
+def test_series_lines_must_be_a_boolean(friedman, value):
+    X, y = friedman
+    with pytest.raises(ValueError, match="series_lines"):
+        ResidualStageRegressor(series_lines=value).fit(X, y)

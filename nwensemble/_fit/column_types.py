@@ -12,7 +12,9 @@ import warnings
 
 import numpy as np
 
+from nwensemble._shared.backend import to_numpy
 from nwensemble._shared.table import (
+    NumberColumns,
     TableEncoder,
     as_objects,
     as_pandas,
@@ -129,6 +131,26 @@ def fit_encoder(X, mask, sw, names, *, from_dtype=False):
         if text[j]:
             _warn_numbers_as_text(kept, counts, names[j])
     return TableEncoder(np.asarray(mask, dtype=bool), list(names), levels, frequent)
+
+
+def fit_row_encoder(X, sw, *, categorical_features, table):
+    """The encoding of training rows ``X`` for the library's own host-side
+    fits (a global ridge, series lines): a ``TableEncoder`` where ``table``,
+    with the categorical columns ``categorical_features`` names (generic
+    names), else ``NumberColumns``."""
+    if not table:
+        return NumberColumns(X.shape[1])
+    mask = categorical_mask(X, categorical_features, X.shape[1])
+    if mask is None:
+        mask = np.zeros(X.shape[1], dtype=bool)
+    return fit_encoder(X, mask, sw, [f"x{j}" for j in range(X.shape[1])])
+
+
+def encode_on_host(encoder, X):
+    """Rows ``X`` as a ``Table`` of host NumPy arrays."""
+    if not encoder.takes_tables:
+        X = to_numpy(X).astype(np.float64)
+    return encoder.encode(X, xp=np, device="cpu")
 
 
 def _text_columns(X):

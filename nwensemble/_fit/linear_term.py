@@ -21,10 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from nwensemble._fit.column_types import categorical_mask, fit_encoder
-from nwensemble._shared.backend import to_numpy
+from nwensemble._fit.column_types import encode_on_host, fit_row_encoder
 from nwensemble._shared.power_map import fit_power, power_transform
-from nwensemble._shared.table import NumberColumns
 
 # Penalties relative to the design's weighted second moments (the weights
 # sum to one): from nearly least squares to nearly the mean.
@@ -116,15 +114,10 @@ class LinearTerm:
         Y = np.asarray(Y, dtype=np.float64)
         w = np.asarray(sw, dtype=np.float64)
         w = w / w.sum()
-        if table:
-            mask = categorical_mask(X, categorical_features, X.shape[1])
-            if mask is None:
-                mask = np.zeros(X.shape[1], dtype=bool)
-            names = [f"x{j}" for j in range(X.shape[1])]
-            encoder = fit_encoder(X, mask, w, names)
-        else:
-            encoder = NumberColumns(X.shape[1])
-        encoded = _encode(encoder, X)
+        encoder = fit_row_encoder(
+            X, w, categorical_features=categorical_features, table=table
+        )
+        encoded = encode_on_host(encoder, X)
         design = _Design.fit(encoded, w, rng=rng)
         A = design.of(encoded)
         center = w @ A
@@ -140,15 +133,8 @@ class LinearTerm:
 
     def predict(self, X):
         """The term at rows ``X`` (validated as at fit): (m, t) float64."""
-        A = self.design.of(_encode(self.encoder, X)) - self.center
+        A = self.design.of(encode_on_host(self.encoder, X)) - self.center
         return self.intercept + A @ self.coef
-
-
-def _encode(encoder, X):
-    """Rows ``X`` as a ``Table`` of host NumPy arrays."""
-    if not encoder.takes_tables:
-        X = to_numpy(X).astype(np.float64)
-    return encoder.encode(X, xp=np, device="cpu")
 
 
 def _observed_mean(V, missing, w):
