@@ -637,16 +637,24 @@ def test_a_kept_third_stage_under_namespaces_and_outputs(ns, friedman, monkeypat
     kw = dict(
         estimator=NWAttentionRegressor(max_iter=20), third_stage=True, random_state=0
     )
-    ref = ResidualStageRegressor(**kw).fit(X, Y)
+    ref, pred, bounds = _fits_under(ns, kw, X, Y)
     assert ref.third_stage_ is not None
-    with ns.context():
-        model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(Y))
-        pred = ns.check_output(model.predict(ns.asarray(X[:9])))
-        _, bounds = model.predict_interval(ns.asarray(X[:9]))
-        bounds = ns.check_output(bounds)
     assert pred.shape == (9, 2)
     assert_allclose(pred, ref.predict(X[:9]), rtol=1e-7)
     assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-7)
+
+
+def _fits_under(ns, kw, X, y):
+    """``ResidualStageRegressor(**kw)`` fitted on NumPy rows and under the
+    namespace ``ns``: the NumPy fit, and the other's predictions and
+    intervals at the first nine rows (checked to be in ``ns``)."""
+    ref = ResidualStageRegressor(**kw).fit(X, y)
+    with ns.context():
+        model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
+        pred = ns.check_output(model.predict(ns.asarray(X[:9])))
+        _, bounds = model.predict_interval(ns.asarray(X[:9]))
+        bounds = ns.check_output(bounds)
+    return ref, pred, bounds
 
 
 def test_several_fits_predict_their_mean(friedman):
@@ -831,13 +839,8 @@ def test_series_lines_under_namespaces(ns, n_fits):
     kw = dict(
         estimator=NWAttentionRegressor(max_iter=20), n_fits=n_fits, random_state=0
     )
-    ref = ResidualStageRegressor(**kw).fit(X, y)
+    ref, pred, bounds = _fits_under(ns, kw, X, y)
     assert ref.series_lines_ is not None
-    with ns.context():
-        model = ResidualStageRegressor(**kw).fit(ns.asarray(X), ns.asarray(y))
-        pred = ns.check_output(model.predict(ns.asarray(X[:9])))
-        _, bounds = model.predict_interval(ns.asarray(X[:9]))
-        bounds = ns.check_output(bounds)
     assert_allclose(pred, ref.predict(X[:9]), rtol=1e-9)
     assert_allclose(bounds, ref.predict_interval(X[:9])[1], rtol=1e-9)
 

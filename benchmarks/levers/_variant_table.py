@@ -55,6 +55,23 @@ def main_patched(doc, variants, patches):
     main(parser(doc, variants), predictions)
 
 
+def main_with_params(doc, params):
+    """``main`` for a script whose variants set the recommended start's
+    parameters: ``params`` maps each variant's name to its parameters
+    (the default's are its own)."""
+
+    def predictions(X, y, X_test, seed, args):
+        out = {}
+        for name in ["default", *args.variants]:
+            model = ResidualStageRegressor(**params.get(name, {}), random_state=seed)
+            start = time.perf_counter()
+            fit_quietly(model, X, y)
+            out[name] = (model.predict(X_test), time.perf_counter() - start)
+        return out
+
+    main(parser(doc, list(params)), predictions)
+
+
 def start_under(patches, X, y, X_test, seed, names):
     """``predictions``' answer for the recommended start fitted once per
     name of ``names``, under the context ``patches(name)``: ``{name: (test

@@ -13,34 +13,10 @@ the first two stages are the same fits in both. The sections, folds and lines ar
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _variant_table as table  # noqa: E402
 
-from nwensemble import ResidualStageRegressor  # noqa: E402
-
-VARIANTS = ["third stage"]
-
-
-def predictions(X, y, X_test, seed, args):
-    """Test predictions and fit seconds of the default and the variant."""
-    models = {
-        "default": ResidualStageRegressor(random_state=seed),
-        "third stage": ResidualStageRegressor(third_stage=True, random_state=seed),
-    }
-    out = {}
-    for name in ["default", *args.variants]:
-        start = time.perf_counter()
-        model = table.fit_quietly(models[name], X, y)
-        out[name] = (model.predict(X_test), time.perf_counter() - start)
-    return out
-
-
-def main():
-    table.main(table.parser(__doc__, VARIANTS), predictions)
-
-
 if __name__ == "__main__":
-    main()
+    table.main_with_params(__doc__, {"third stage": {"third_stage": True}})
