@@ -80,3 +80,13 @@ def shrunk_correlation(X):
     off = ~np.eye(p, dtype=bool)
     lam = min(1.0, variance[off].sum() / (R[off] ** 2).sum())
     return np.where(off, (1 - lam) * R, 1.0), lam
+
+
+def designed_rows(rng, n_settings):
+    """A designed experiment's rows: each of ``n_settings`` settings
+    measured at each of five ages with probability 0.8, as ``(setting
+    index, age)`` arrays in setting order (series along the age)."""
+    ages = np.array([1.0, 3.0, 7.0, 28.0, 90.0])
+    rows = [(s, age) for s in range(n_settings) for age in ages if rng.uniform() < 0.8]
+    setting, age = np.array(rows).T
+    return setting.astype(int), age

@@ -6,6 +6,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import designed_rows
 from numpy.testing import assert_allclose
 from sklearn.base import clone
 from sklearn.linear_model import Ridge
@@ -766,10 +767,7 @@ def _designed_table(n_settings=50, seed=0):
     rng = np.random.default_rng(seed)
     settings = rng.uniform(size=(n_settings, 2))
     rates = rng.uniform(1.0, 3.0, size=n_settings)
-    ages = np.array([1.0, 3.0, 7.0, 28.0, 90.0])
-    rows = [(s, age) for s in range(n_settings) for age in ages if rng.uniform() < 0.8]
-    setting, age = np.array(rows).T
-    setting = setting.astype(int)
+    setting, age = designed_rows(rng, n_settings)
     X = np.column_stack([settings[setting], age])
     y = rates[setting] * np.log(age)
     return X, y + 0.1 * rng.standard_normal(len(y))

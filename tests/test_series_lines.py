@@ -5,6 +5,7 @@ row's estimate without it, and the weight of the lines."""
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import designed_rows
 from numpy.testing import assert_allclose
 from sklearn.utils import check_random_state
 
@@ -109,14 +110,8 @@ def _designed(seed, n_settings=40, noise=0.2):
     sets."""
     rng = np.random.default_rng(seed)
     settings = rng.uniform(size=(n_settings, 2))
-    ages = np.array([1.0, 3.0, 7.0, 28.0, 90.0])
-    rows = [
-        (*settings[s], age)
-        for s in range(n_settings)
-        for age in ages
-        if rng.uniform() < 0.8
-    ]
-    X = np.array(rows)
+    setting, age = designed_rows(rng, n_settings)
+    X = np.column_stack([settings[setting], age])
     y = (1.0 + 3.0 * X[:, 0] + 2.0 * X[:, 1]) * np.log(X[:, 2])
     return X, y + noise * rng.standard_normal(len(y))
 

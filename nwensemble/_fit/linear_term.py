@@ -55,11 +55,11 @@ class _Design:
         if N.shape[1]:
             # The power transform's fit sees numbers: the missing ones at
             # their feature's mean.
-            filled = np.where(missing, _observed_mean(N, missing, w), N)
+            filled = np.where(missing, observed_mean(N, missing, w), N)
             power = fit_power(filled, w, rng=rng)
             P = power_transform(filled, power, xp=np)
-        fill = _observed_mean(P, missing, w)
-        spread = np.sqrt(_observed_mean((P - fill) ** 2, missing, w))
+        fill = observed_mean(P, missing, w)
+        spread = np.sqrt(observed_mean((P - fill) ** 2, missing, w))
         scale = np.where(spread > 0, spread, 1.0)
         return cls(power, fill, scale, flagged, tuple(encoded.n_codes))
 
@@ -137,9 +137,9 @@ class LinearTerm:
         return self.intercept + A @ self.coef
 
 
-def _observed_mean(V, missing, w):
+def observed_mean(V, missing, w):
     """Each column's mean of ``V`` over its rows not ``missing``, weighted
-    by ``w``."""
+    by ``w`` (0 for a column missing on every row)."""
     observed = np.where(missing, 0.0, w[:, None])
     total = np.maximum(observed.sum(axis=0), np.finfo(float).tiny)
     return np.sum(observed * np.where(missing, 0.0, V), axis=0) / total

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from nwensemble._fit.column_types import encode_on_host, fit_row_encoder
+from nwensemble._fit.linear_term import observed_mean
 from nwensemble._shared.power_map import fit_power, power_transform
 
 # splitmix64's finaliser, which spreads a value's bits over its hash.
@@ -133,9 +134,7 @@ class SeriesLines:
         left_out = np.full(Y.shape, np.nan)
         if N.shape[1] == 0:
             return None, left_out
-        key = np.asarray(encoded.copy_key(), dtype=np.float64)
-        hashes = _column_hashes(key)
-        row_hash = np.sum(hashes, axis=1, dtype=np.uint64)
+        key, hashes, row_hash = _hashed_keys(encoded)
         usable = ~np.isnan(N) & (w[:, None] > 0)
         columns = [
             j
@@ -147,7 +146,7 @@ class SeriesLines:
         # The transform of the features that vary within a series only.
         observed = ~np.isnan(N[:, columns])
         filled = np.where(
-            observed, N[:, columns], _observed_means(N[:, columns], observed, w)
+            observed, N[:, columns], observed_mean(N[:, columns], ~observed, w)
         )
         power = fit_power(filled, w, rng=rng)
         T = np.where(observed, power_transform(filled, power, xp=np), np.nan)
@@ -175,9 +174,7 @@ class SeriesLines:
         observed = ~np.isnan(N)
         T = power_transform(np.where(observed, N, 1.0), self.power, xp=np)
         T = np.where(observed, T, np.nan)
-        key = np.asarray(encoded.copy_key(), dtype=np.float64)
-        hashes = _column_hashes(key)
-        row_hash = np.sum(hashes, axis=1, dtype=np.uint64)
+        key, hashes, row_hash = _hashed_keys(encoded)
         return _mean_where_any(
             [
                 line.at(key, row_hash - hashes[:, line.feature], T[:, line.column])
@@ -294,6 +291,14 @@ def _varies_within_a_cell(cell_of_row, values, usable):
     return bool(np.any((h[1:] == h[:-1]) & (v[1:] != v[:-1])))
 
 
+def _hashed_keys(encoded):
+    """The encoded rows' copy keys (n, f), each value's hash and each row's
+    hash of all its values."""
+    key = np.asarray(encoded.copy_key(), dtype=np.float64)
+    hashes = _column_hashes(key)
+    return key, hashes, np.sum(hashes, axis=1, dtype=np.uint64)
+
+
 def _column_hashes(key):
     """A 64-bit hash of each value of ``key`` (n, f), mixed per column: a
     row's hash of a set of columns is the sum of theirs (modulo 2**64)."""
@@ -311,15 +316,6 @@ def _equal_but(a, b, j):
     same = a == b
     same[:, j] = True
     return np.all(same, axis=1)
-
-
-def _observed_means(N, observed, w):
-    """Each column's weighted mean over its observed values (0 where it
-    has none)."""
-    weight = np.where(observed, w[:, None], 0.0)
-    total = weight.sum(axis=0)
-    means = np.sum(weight * np.where(observed, N, 0.0), axis=0)
-    return np.divide(means, total, out=np.zeros_like(means), where=total > 0)
 
 
 def _mean_where_any(estimates):
