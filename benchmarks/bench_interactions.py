@@ -3,8 +3,11 @@ features at once, where gradient-boosted trees are strongest.
 
 Each problem draws ``--rows`` training rows and 5000 test rows from a
 stated rule (``PROBLEMS``; the rules were written before any model was run
-on them and are not tuned), adds Gaussian noise of a stated share of the
-target's spread to the training targets only, and scores every model's
+on them and are not tuned), adds noise of a stated share of the target's
+spread to the training targets only (Gaussian; with ``--noise-kind t``
+Student's t with two degrees of freedom scaled to the same interquartile
+range, with ``rising`` Gaussian whose spread rises with the target from
+zero to twice the share, ``NOISE``), and scores every model's
 test RMSE against the noiseless target, over ``--seeds`` seeds (the data's
 and the models' ``random_state``):
 
@@ -33,7 +36,8 @@ and the recommended start's ratio to HistGradientBoosting's (the paired
 geometric mean over seeds); issue 66 asks for at most 1 on every problem.
 
 Run: ``python benchmarks/bench_interactions.py [--rows 2000] [--seeds 3]
-[--noise 0.3] [--problems xor ...] [--models HeadAllocator ...]``
+[--noise 0.3] [--noise-kind gaussian] [--problems xor ...] [--models
+HeadAllocator ...]``
 """
 
 import argparse
@@ -117,15 +121,39 @@ PROBLEMS = {
 }
 
 
-def draw(problem, n_train, n_test, noise, seed):
+def draw(problem, n_train, n_test, noise, seed, kind="gaussian"):
     """``(X_train, y_train, X_test, y_test_noiseless)`` of one problem: the
-    training targets with Gaussian noise of ``noise`` times the noiseless
-    targets' standard deviation."""
+    training targets with noise of ``noise`` times the noiseless targets'
+    standard deviation, of the kind ``kind`` (see ``NOISE``)."""
     rng = np.random.default_rng(seed)
     cells = rng.standard_normal((4, 4))
     X, f = PROBLEMS[problem](rng, n_train + n_test, cells)
-    y = f[:n_train] + noise * f.std() * rng.standard_normal(n_train)
+    y = f[:n_train] + noise * f.std() * NOISE[kind](rng, f[:n_train])
     return X[:n_train], y, X[n_train:], f[n_train:]
+
+
+def _student_t(rng, f):
+    """Student's t with two degrees of freedom (heavy tails, no variance),
+    scaled to the standard normal's interquartile range."""
+    return rng.standard_t(2, f.shape[0]) * (_NORMAL_IQR / _T2_IQR)
+
+
+def _rising(rng, f):
+    """Gaussian, its spread rising linearly with the target from zero at
+    its least to twice the level at its most."""
+    rise = (f - f.min()) / max(float(np.ptp(f)), 1e-300)
+    return 2.0 * rise * rng.standard_normal(f.shape[0])
+
+
+_NORMAL_IQR = 1.3489795003921634
+_T2_IQR = 2.0 * np.sqrt(2.0 / 3.0)  # quartiles of t2 at +-sqrt(2/3)
+# The kinds of training noise, each a function of the generator and the
+# noiseless training targets, at unit level.
+NOISE = {
+    "gaussian": lambda rng, f: rng.standard_normal(f.shape[0]),
+    "t": _student_t,
+    "rising": _rising,
+}
 
 
 def models(seed, extra):
@@ -147,19 +175,23 @@ def main():
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--noise", type=float, default=0.3)
+    parser.add_argument("--noise-kind", default="gaussian", choices=list(NOISE))
     parser.add_argument("--problems", nargs="*", default=list(PROBLEMS))
     parser.add_argument("--models", nargs="*", default=[], choices=list(OURS))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     print(cpu_line())
     print(
-        f"{args.rows} training rows, noise {args.noise} of the target's spread, "
+        f"{args.rows} training rows, {args.noise_kind} noise {args.noise} of the "
+        "target's spread, "
         f"{args.seeds} seeds; test RMSE against the noiseless target"
     )
     for problem in args.problems:
         rmse, fit_s = {}, {}
         for seed in range(args.seeds):
-            Xtr, ytr, Xte, fte = draw(problem, args.rows, 5000, args.noise, seed)
+            Xtr, ytr, Xte, fte = draw(
+                problem, args.rows, 5000, args.noise, seed, args.noise_kind
+            )
             for name, model in models(seed, args.models).items():
                 start = time.perf_counter()
                 model.fit(Xtr, ytr)

@@ -152,14 +152,17 @@ def _summary(section, ratios, per_seed=None):
 
 
 def synthetic(args, predictions):
-    print(f"== synthetic: {args.rows} rows, noise 0.3, {args.seeds} seeds")
+    print(
+        f"== synthetic: {args.rows} rows, {args.noise_kind} noise 0.3, "
+        f"{args.seeds} seeds"
+    )
     _header(["default", *args.variants, "HistGB"])
     ratios = {}
     for problem in bench_interactions.PROBLEMS:
         runs = []
         for seed in range(args.seeds):
             X, y, X_test, f_test = bench_interactions.draw(
-                problem, args.rows, 5000, 0.3, seed
+                problem, args.rows, 5000, 0.3, seed, args.noise_kind
             )
             out = predictions(X, y, X_test, seed, args)
             start = time.perf_counter()
@@ -230,6 +233,12 @@ def parser(doc, variants):
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--noise-kind",
+        default="gaussian",
+        choices=list(bench_interactions.NOISE),
+        help="synthetic: the training noise's kind (bench_interactions.NOISE)",
+    )
     parser.add_argument(
         "--model-seed",
         type=int,
