@@ -132,6 +132,12 @@ def draw(problem, n_train, n_test, noise, seed, kind="gaussian"):
     return X[:n_train], y, X[n_train:], f[n_train:]
 
 
+# The interquartile ranges of the standard normal (quartiles at +-0.6745)
+# and of Student's t with two degrees of freedom (at +-sqrt(2/3)).
+_NORMAL_IQR = 1.3489795003921634
+_T2_IQR = 2.0 * np.sqrt(2.0 / 3.0)
+
+
 def _student_t(rng, f):
     """Student's t with two degrees of freedom (heavy tails, no variance),
     scaled to the standard normal's interquartile range."""
@@ -145,8 +151,6 @@ def _rising(rng, f):
     return 2.0 * rise * rng.standard_normal(f.shape[0])
 
 
-_NORMAL_IQR = 1.3489795003921634
-_T2_IQR = 2.0 * np.sqrt(2.0 / 3.0)  # quartiles of t2 at +-sqrt(2/3)
 # The kinds of training noise, each a function of the generator and the
 # noiseless training targets, at unit level.
 NOISE = {
