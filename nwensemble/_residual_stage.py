@@ -641,12 +641,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         R = to_numpy(interval_residuals).astype(np.float64)
         R = R.reshape(calibrating.shape[0], -1)
         moved = series.moved(left_out[calibrating], Y[calibrating] - R)
-        xp, _ = get_namespace(interval_residuals)
-        return series, xp.asarray(
-            np.reshape(Y[calibrating] - moved, interval_residuals.shape),
-            dtype=interval_residuals.dtype,
-            device=device(interval_residuals),
-        )
+        return series, _host_back(Y[calibrating] - moved, interval_residuals)
 
     def _target_maps_candidate(self, X, y, sample_weight, map_columns):
         """The fitted maps of the columns ``map_columns`` and the training
@@ -702,20 +697,19 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             Predicted values, in the namespace of the first stage's.
         """
         X = self._validated_query(X, "predict")
-        return _mean([part._prediction(X) for part in self._parts()])
+        return _mean(
+            [part._prediction(X, part._stage_rows(X)) for part in self._parts()]
+        )
 
-    def _prediction(self, X):
-        """One fit's prediction of validated query rows: the stages' sum,
-        moved towards the rows' series lines where it has some."""
-        total = self._sum(self._stage_rows(X))
+    def _prediction(self, X, rows):
+        """One fit's prediction of validated query rows ``X`` (``rows``: as
+        the stages see them, ``_stage_rows``): the stages' sum, moved
+        towards the rows' series lines where it has some."""
+        total = self._sum(rows)
         if self.series_lines_ is None:
             return total
-        xp, _ = get_namespace(total)
         host = to_numpy(total).astype(np.float64).reshape(total.shape[0], -1)
-        moved = self.series_lines_.adjust(X, host)
-        return xp.asarray(
-            np.reshape(moved, total.shape), dtype=total.dtype, device=device(total)
-        )
+        return _host_back(self.series_lines_.adjust(X, host), total)
 
     def _sum(self, X):
         """The stages' predictions added, for validated query rows."""
@@ -778,7 +772,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         X = self._validated_query(X, "predict_interval")
         parts = self._parts()
         rows = [part._stage_rows(X) for part in parts]
-        Y_hat = _mean([part._prediction(X) for part in parts])
+        Y_hat = _mean([part._prediction(X, R) for part, R in zip(parts, rows)])
         xp, _ = get_namespace(Y_hat)
         # With several fits, every fit's residuals calibrate their mean,
         # whose squared error is at most theirs on average: the intervals
@@ -886,6 +880,15 @@ def _with_maps(X, M):
     xp, _ = get_namespace(X)
     maps = xp.asarray(M, dtype=X.dtype, device=device(X))
     return xp.concat([X, maps], axis=1)
+
+
+def _host_back(values, like):
+    """Host ``values`` as an array of ``like``'s namespace, shape, dtype and
+    device."""
+    xp, _ = get_namespace(like)
+    return xp.asarray(
+        np.reshape(values, like.shape), dtype=like.dtype, device=device(like)
+    )
 
 
 def _unique(name, taken):

@@ -47,7 +47,7 @@ class _Line:
     values, ``cell_hash``, and each cell's key row, ``cell_rows``, to
     confirm a match) and their knots, sorted by cell, then coordinate
     (``knot_cell``; ``knot_rank``, the coordinate's rank among
-    ``distinct_t``; ``knot_t``; ``knot_value`` (k, t))."""
+    ``distinct_t``; ``knot_value`` (k, t))."""
 
     feature: int
     column: int
@@ -56,8 +56,12 @@ class _Line:
     distinct_t: np.ndarray
     knot_cell: np.ndarray
     knot_rank: np.ndarray
-    knot_t: np.ndarray
     knot_value: np.ndarray
+
+    @property
+    def knot_t(self):
+        """Each knot's coordinate."""
+        return self.distinct_t[self.knot_rank]
 
     def at(self, key, cell_of_row, t):
         """The line's estimate (m, t) at query rows of copy keys ``key`` (m,
@@ -235,7 +239,6 @@ def _fit_line(j, column, key, cell_of_row, t, Y, w):
         distinct_t=distinct_t,
         knot_cell=knot_cell,
         knot_rank=knot_rank,
-        knot_t=distinct_t[knot_rank],
         knot_value=total / weight[:, None],
     )
     estimate = np.full(Y.shape, np.nan)
@@ -263,7 +266,8 @@ def _between(line, left, right, cell, t):
         line.knot_cell[right[ok]] == cell[ok]
     )
     left, right = left[ok], right[ok]
-    share = (t[ok] - line.knot_t[left]) / (line.knot_t[right] - line.knot_t[left])
+    knot_t = line.knot_t
+    share = (t[ok] - knot_t[left]) / (knot_t[right] - knot_t[left])
     low, high = line.knot_value[left], line.knot_value[right]
     out[ok] = low + share[:, None] * (high - low)
     return out
