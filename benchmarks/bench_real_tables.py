@@ -198,6 +198,20 @@ def read_table(path):
     return frame, X, y
 
 
+def table_paths(folder, sets=None):
+    """The mixed tables' CSV files in ``folder`` (those named in ``sets``
+    where given), sorted; exits with a message where there are none."""
+    paths = sorted(glob.glob(os.path.join(folder, "*.csv")))
+    if sets:
+        paths = [p for p in paths if os.path.basename(p)[:-4] in sets]
+    if not paths:
+        raise SystemExit(
+            f"No CSV files in {folder}: give --data the folder of the mixed "
+            "tables (the project's shared data)."
+        )
+    return paths
+
+
 def table_splits(X, folds, repeats=1):
     """The table's ``(train, test)`` splits: shuffled ``KFold``, reshuffled
     ``repeats`` times (``RepeatedKFold``) where more than one."""
@@ -285,14 +299,7 @@ def main(argv=None):
             names.remove("CatBoost")
     if REFERENCE not in names:
         names.append(REFERENCE)
-    paths = sorted(glob.glob(os.path.join(args.data, "*.csv")))
-    if args.sets:
-        paths = [p for p in paths if os.path.basename(p)[:-4] in args.sets]
-    if not paths:
-        raise SystemExit(
-            f"No CSV files in {args.data}: give --data the folder of the mixed "
-            "tables (the project's shared data)."
-        )
+    paths = table_paths(args.data, args.sets)
     print(cpu_line())
     scheme = f"{args.folds}-fold CV, shuffled, seed 0"
     if args.repeats > 1:

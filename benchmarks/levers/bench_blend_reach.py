@@ -19,7 +19,6 @@ benchmarks/levers/bench_blend_reach.py [--repeats 5] [--sets ...]
 """
 
 import argparse
-import glob
 import os
 import sys
 import warnings
@@ -30,7 +29,12 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks
 sys.path.insert(0, HERE)
 
 from _common import cpu_line  # noqa: E402
-from bench_real_tables import make_models, read_table, table_splits  # noqa: E402
+from bench_real_tables import (  # noqa: E402
+    make_models,
+    read_table,
+    table_paths,
+    table_splits,
+)
 
 START, TWO_FITS = "ResidualStage", "ResidualStage (two fits)"
 MODELS = [START, TWO_FITS, "CatBoost", "HGB"]
@@ -81,13 +85,7 @@ def main():
         raise SystemExit(
             "catboost is not installed: pip install 'nwensemble[benchmark]'"
         )
-    paths = sorted(glob.glob(os.path.join(args.data, "*.csv")))
-    if args.sets:
-        paths = [p for p in paths if os.path.basename(p)[:-4] in args.sets]
-    if not paths:
-        raise SystemExit(
-            f"No CSV files in {args.data}: give --data the mixed tables' folder."
-        )
+    paths = table_paths(args.data, args.sets)
     print(cpu_line())
     print(f"5-fold CV repeated {args.repeats} times; RMSE over CatBoost's")
     names = [*MODELS, *BLENDS]

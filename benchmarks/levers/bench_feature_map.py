@@ -16,7 +16,12 @@ variants, side by side on each split:
   rows under both maps; the linear map is taken where its rows' squared
   errors are lower. The fit's own draws stay as they were;
 * ``check, clearly``: the same, the linear map taken only where its rows'
-  squared errors are lower by the paired rule's two standard errors.
+  squared errors are lower by the paired rule's two standard errors;
+* ``once, lower`` and ``once, clearly``: the check asked once per fit of
+  the start, by its first fit of heads (the first stage's, on every
+  training row and the target), whose answer every later fit of heads in
+  that fit of the start takes (the members on what the ridge leaves, the
+  second stage).
 
 Ratios are the variant's over the default's: below 1 where the variant
 predicts better. This is a measurement script: it patches the stages'
@@ -50,7 +55,13 @@ from nwensemble._shared.backend import to_numpy  # noqa: E402
 from nwensemble._shared.features import fit_feature_map  # noqa: E402
 from nwensemble._shared.rows import take_rows  # noqa: E402
 
-VARIANTS = ["linear map", "check, lower", "check, clearly"]
+VARIANTS = [
+    "linear map",
+    "check, lower",
+    "check, clearly",
+    "once, lower",
+    "once, clearly",
+]
 _STAGE = ResidualStageRegressor._stage
 _FIT_HEADS = engine.fit_heads
 
@@ -115,14 +126,38 @@ def _linear_predicts_better(config, table_rows, encoder, Y, sw, rng, xp, clearly
     return float(np.mean(errors[1])) < float(np.mean(errors[0]))
 
 
-def _checked_fit_heads(config, table_rows, encoder, Y, sw, *, clearly, **kwargs):
-    """``fit_heads`` with the map the check takes."""
+def _checked_fit_heads(
+    config, table_rows, encoder, Y, sw, *, clearly, answers=None, **kwargs
+):
+    """``fit_heads`` with the map the check takes; with ``answers`` (a
+    list), the check's first answer is kept there and taken by every later
+    call."""
     if config.standardize == "power" and kwargs["previous"] is None:
-        if _linear_predicts_better(
-            config, table_rows, encoder, Y, sw, kwargs["rng"], kwargs["xp"], clearly
-        ):
+        if answers:
+            linear = answers[0]
+        else:
+            linear = _linear_predicts_better(
+                config, table_rows, encoder, Y, sw, kwargs["rng"], kwargs["xp"], clearly
+            )
+            if answers is not None:
+                answers.append(linear)
+        if linear:
             config = config.replace(standardize=True)
     return _FIT_HEADS(config, table_rows, encoder, Y, sw, **kwargs)
+
+
+@contextlib.contextmanager
+def _checked_once(clearly):
+    """Within, each fit of the start asks the check once."""
+    fit = ResidualStageRegressor.fit
+
+    def fit_asking_once(self, *args, **kwargs):
+        checked = functools.partial(_checked_fit_heads, clearly=clearly, answers=[])
+        with mock.patch.object(base, "fit_heads", checked):
+            return fit(self, *args, **kwargs)
+
+    with mock.patch.object(ResidualStageRegressor, "fit", fit_asking_once):
+        yield
 
 
 def patches(name):
@@ -134,6 +169,8 @@ def patches(name):
             _checked_fit_heads, clearly=name == "check, clearly"
         )
         return mock.patch.object(base, "fit_heads", checked)
+    if name in ("once, lower", "once, clearly"):
+        return _checked_once(clearly=name == "once, clearly")
     return contextlib.nullcontext()
 
 
