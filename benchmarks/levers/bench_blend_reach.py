@@ -87,7 +87,10 @@ def main():
         )
     paths = table_paths(args.data, args.sets)
     print(cpu_line())
-    print(f"5-fold CV repeated {args.repeats} times; RMSE over CatBoost's")
+    scheme = "5-fold CV, shuffled, seed 0"
+    if args.repeats > 1:
+        scheme = f"5-fold CV repeated {args.repeats} times (RepeatedKFold)"
+    print(f"{scheme}; RMSE over CatBoost's")
     names = [*MODELS, *BLENDS]
     print("start+CB: the mean of the start's and CatBoost's test predictions")
     print(f"{'table':18s}" + "".join(f"{LABELS[name]:>12s}" for name in names))

@@ -35,7 +35,6 @@ The sections, folds and lines are ``_variant_table.py``'s. Run:
 import contextlib
 import copy
 import functools
-import math
 import os
 import sys
 from unittest import mock
@@ -77,12 +76,7 @@ def _linear_stage(self, estimator, default):
 def _start_errors(Xs, Ys, sw, folds, kernel, xp):
     """Each row's squared error, predicted from the other folds' rows
     through their fitted per-feature-scale start (one head)."""
-    p = Xs.shape[1]
-    identity = np.eye(p)
-    Z = Xs.project(xp.asarray(identity, dtype=Xs.dtype))
-    centred = Z - xp.sum(sw[:, None] * Z, axis=0)
-    spread = float(xp.sum(sw[:, None] * centred * centred)) / p
-    unit = identity / math.sqrt(spread) if spread > 0 else identity
+    unit = start.at_unit_spread(np.eye(Xs.shape[1]), Xs, sw, xp=xp)
     unit_x = xp.asarray(unit, dtype=Xs.dtype)
     errors = []
     for k, fold in enumerate(folds):

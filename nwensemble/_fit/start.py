@@ -293,15 +293,7 @@ def _search_scales(
     own_scales = per_direction
     for h in range(n_heads):
         cols = slice(h * d, (h + 1) * d)
-        Wx = xp.asarray(W[:, cols], dtype=Xs.dtype, device=device(Ys))
-        Z = Xs.project(Wx)
-        Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
-        spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
-        # Rows that differ only by rounding (constant features) have no
-        # spread to scale to: dividing by it would blow them up to ~1e15.
-        second_moment = float(xp.sum(sw[:, None] * Z * Z)) / d
-        varies = spread > _CONSTANT_SPREAD * second_moment
-        unit = W[:, cols] * (1.0 / math.sqrt(spread) if varies else 1.0)
+        unit = at_unit_spread(W[:, cols], Xs, sw, xp=xp)
         if h not in found:
             found[h] = _searched(unit, Xs, Ys, sw, kernel, per_direction and d > 1, xp)
         scale, loss, scales, fitted_loss = found[h]
@@ -314,6 +306,21 @@ def _search_scales(
             else:
                 own_scales = False
     return W, own_scales
+
+
+def at_unit_spread(W, Xs, sw, *, xp):
+    """The directions ``W`` (p, d; NumPy) scaled so that the rows ``Xs``
+    (weights ``sw``) projected on them spread by one on average per
+    direction; as they are where the rows do not vary."""
+    d = W.shape[1]
+    Z = Xs.project(xp.asarray(W, dtype=Xs.dtype, device=device(sw)))
+    Zc = Z - xp.sum(sw[:, None] * Z, axis=0)
+    spread = float(xp.sum(sw[:, None] * Zc * Zc)) / d
+    # Rows that differ only by rounding (constant features) have no spread
+    # to scale to: dividing by it would blow them up to ~1e15.
+    second_moment = float(xp.sum(sw[:, None] * Z * Z)) / d
+    varies = spread > _CONSTANT_SPREAD * second_moment
+    return W * (1.0 / math.sqrt(spread) if varies else 1.0)
 
 
 def _searched(unit, Xs, Ys, sw, kernel, per_direction, xp):
