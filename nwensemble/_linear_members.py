@@ -40,20 +40,20 @@ class LinearMembers(RegressorMixin, BaseEstimator):
     ``estimator`` (one of the library's estimators with ``n_members`` of at
     least 2) is fitted twice: with ``ceil(n_members / 2)`` members to
     ``y``, and with the other ``floor(n_members / 2)`` to ``y - l(x)``,
-    ``l`` a ridge on the features (their power transform, missing-value
-    indicators, and a column per level of each categorical feature; its
-    penalty by exact leave-one-out error), through the first fit's feature
-    slopes (one map of the features for the stage, as members share one);
-    where each fit has one member, the second starts from the first one's
-    projection instead of a start of its own. The prediction is the
-    members' mean, ``l`` added to the second fit's. A local average of
-    ``y`` bends a global trend where the rows near a query lie to one side
-    of it; the second fit averages what the trend leaves instead, and the
-    two err differently, so that their mean errs less than either. Where
-    one fit alone predicts the training rows (left out) clearly better
-    than the mean, by the paired rule's two standard errors, it alone
-    predicts: the ridge can take the part of an effect that the second fit
-    needed to see it (see :ref:`residual_stage`).
+    ``l`` a ridge on the features (their power transform, each warped
+    feature also as it is, missing-value indicators, and a column per level
+    of each categorical feature; its penalty by exact leave-one-out error),
+    through the first fit's feature slopes (one map of the features for
+    the stage, as members share one); where each fit has one member, the
+    second starts from the first one's projection instead of a start of
+    its own. The prediction is the members' mean, ``l`` added to the
+    second fit's. A local average of ``y`` bends a global trend where the
+    rows near a query lie to one side of it; the second fit averages what
+    the trend leaves instead, and the two err differently, so that their
+    mean errs less than either. Where one fit alone predicts the training
+    rows (left out) clearly better than the mean, by the paired rule's two
+    standard errors, it alone predicts: the ridge can take the part of an
+    effect that the second fit needed to see it (see :ref:`residual_stage`).
 
     Parameters
     ----------
@@ -251,10 +251,11 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         return at_queries, at_rows
 
 
-def ridge_of(estimator, X, Y, sw, *, rng):
+def ridge_of(estimator, X, Y, sw, *, rng, raw=True):
     """The ridge ``l`` of the rows ``X`` with targets ``Y`` (host (n, t))
     and weights ``sw``, the categorical features as ``estimator`` names
-    them: ``LinearTerm.fit``'s ``(term, in-sample fit, left-out fit)``."""
+    them (``raw``: as ``LinearTerm.fit``'s): ``LinearTerm.fit``'s ``(term,
+    in-sample fit, left-out fit)``."""
     table = is_dataframe(X) or (isinstance(X, np.ndarray) and X.dtype.kind == "O")
     return LinearTerm.fit(
         X,
@@ -263,6 +264,7 @@ def ridge_of(estimator, X, Y, sw, *, rng):
         categorical_features=estimator.get_params().get("categorical_features"),
         table=table,
         rng=rng,
+        raw=raw,
     )
 
 

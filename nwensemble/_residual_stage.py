@@ -30,7 +30,7 @@ from nwensemble._fit.null_key import fit_null_key_heads
 from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._fit.series_lines import SeriesLines
 from nwensemble._fit.target_maps import TargetMaps, cross_fitted_maps, maps_promise
-from nwensemble._linear_members import LinearMembers
+from nwensemble._linear_members import LinearMembers, ridge_of
 from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._predict.intervals import absolute_residual_bounds, interval_alpha
 from nwensemble._shared.backend import (
@@ -49,6 +49,7 @@ from nwensemble._wrapper import WrapperMixin, inner_estimator
 OUTLYING = 3.0
 # What one fit sets besides ``fits_``; several fits take the first's.
 _ONE_FIT_ATTRIBUTES = (
+    "linear_base_",
     "estimator_",
     "residual_estimator_",
     "third_stage_",
@@ -165,7 +166,8 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         Whether the default first stage, where it has several members
         (``k`` of them, up to 4096 rows), fits ``ceil(k / 2)`` to ``y`` and
         the other ``floor(k / 2)`` to ``y - l(x)``, ``l`` a ridge on the
-        features (power-transformed, with missing-value indicators and a
+        features (power-transformed, each warped feature also as it is
+        within its training range, with missing-value indicators and a
         column per level of a categorical feature; its penalty by exact
         leave-one-out error), through the first group's feature slopes; the
         stage predicts the members' mean, ``l`` added to the second group's
@@ -175,6 +177,18 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         out) clearly better than the mean, by two standard errors of the
         rows' paired differences, it alone predicts. False: every member
         on ``y``. A stage given as ``estimator`` keeps its own.
+
+    linear_base : bool, default=False
+        Whether every stage learns what a ridge ``l`` leaves, ``y -
+        l(x)`` (``l`` as the linear members' ridge, fitted to ``y`` on all
+        rows), and the prediction adds ``l(x)``: a global trend that a
+        local average bends at the edges of the rows (a fare that grows
+        with the distance, out to the longest trips) is then the ridge's,
+        and the stages attend to what departs from it. It gained on
+        larger tables whose new rows are like the training rows and lost
+        where they come from new groups (patients the training rows do not
+        hold), where a global trend carries over less than neighbours do
+        (see :ref:`residual_stage`).
 
     n_fits : int, default=1
         How many whole fits (every stage, each fit with its own random
@@ -254,6 +268,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         feature), whose columns both stages see after the features; None
         where the stages see the features alone.
 
+    linear_base_ : object or None
+        The fitted ridge ``l`` whose leavings the stages learned (its
+        design and coefficients), added to their prediction; None where the
+        stages learned ``y`` (``linear_base``).
+
     residual_rows_ : array of int
         The training rows with a leave-one-out prediction of the first
         stage, whose residuals the second stage learned (every row up to
@@ -317,6 +336,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         "feature_slopes": ["boolean", StrOptions({"fine"})],
         "first_stage_heads": [Interval(Integral, 1, None, closed="left")],
         "linear_members": ["boolean"],
+        "linear_base": ["boolean"],
         "n_fits": [Interval(Integral, 1, None, closed="left")],
         "third_stage": ["boolean"],
         "series_lines": ["boolean"],
@@ -333,6 +353,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         feature_slopes=True,
         first_stage_heads=1,
         linear_members=True,
+        linear_base=False,
         n_fits=1,
         third_stage=False,
         series_lines=True,
@@ -345,6 +366,7 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         self.feature_slopes = feature_slopes
         self.first_stage_heads = first_stage_heads
         self.linear_members = linear_members
+        self.linear_base = linear_base
         self.n_fits = n_fits
         self.third_stage = third_stage
         self.series_lines = series_lines
@@ -411,8 +433,6 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         )
         if self.n_fits > 1:
             return self._fit_repeats(*given)
-        map_columns = _numeric_columns(X, self._table, categorical_features)
-        maps, X_mapped = self._target_maps_candidate(X, y, sample_weight, map_columns)
         n_rows = _num_samples(X)
         stops_early = _stops_early(n_rows, sample_weight)
         if self.estimator is None:
@@ -429,6 +449,11 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             second.set_params(
                 early_stopping=stops_early, feature_slopes=self.feature_slopes
             )
+        base, base_gap = None, None
+        if self.linear_base:
+            base, y, base_gap = self._linear_base(first, X, y, sample_weight)
+        map_columns = _numeric_columns(X, self._table, categorical_features)
+        maps, X_mapped = self._target_maps_candidate(X, y, sample_weight, map_columns)
         if maps is None or self.target_maps == "auto":
             stages = self._fit_stages(first, second, X, y, sample_weight, fit_params)
         if maps is not None:
@@ -461,7 +486,17 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             series, interval_residuals = self._fit_series_lines(
                 stages, X, y, sample_weight, interval_residuals, categorical_features
             )
+        if base_gap is not None and interval_residuals is not None:
+            # Each calibrating row's residual as from the ridge fitted
+            # without it (its exact left-out fit), as its stages' are.
+            calibrating = to_host(stages.first.calibration_rows_)[
+                to_host(stages.interval_positions)
+            ]
+            interval_residuals = interval_residuals + _host_back(
+                base_gap[calibrating], interval_residuals
+            )
         self.fits_ = None
+        self.linear_base_ = base
         self.estimator_ = stages.first
         self.residual_estimator_ = stages.second
         self.third_stage_ = third
@@ -492,6 +527,28 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
             setattr(self, name, getattr(fits[0], name))
         self.fits_ = fits
         return self
+
+    def _linear_base(self, first, X, y, sample_weight):
+        """The ridge on the validated training rows ``X`` (categorical
+        features as ``first`` names them), what it leaves of ``y`` (in
+        ``y``'s namespace and shape), and each row's in-sample fit less its
+        left-out one (host, (n, t)); None, ``y`` and None where no row has
+        weight (the first stage says what is wrong)."""
+        n = _num_samples(X)
+        Y = to_numpy(y).astype(np.float64).reshape(n, -1)
+        sw = np.ones(n)
+        if sample_weight is not None:
+            sw = _check_sample_weight(host_weights(sample_weight), Y)
+        if not np.any(sw > 0):
+            return None, y, None
+        rng = check_random_state(self.random_state)
+        term, in_sample, left_out = ridge_of(first, X, Y, sw, rng=rng)
+        xp, _ = get_namespace(y)
+        dtype = y.dtype if xp.isdtype(y.dtype, "real floating") else xp.float64
+        left = xp.asarray(
+            np.reshape(Y - in_sample, y.shape), dtype=dtype, device=device(y)
+        )
+        return term, left, in_sample - left_out
 
     def _parts(self):
         """The fitted wholes whose predictions are averaged."""
@@ -704,12 +761,15 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
     def _prediction(self, X, rows):
         """One fit's prediction of validated query rows ``X`` (``rows``: as
         the stages see them, ``_stage_rows``): the stages' sum, moved
-        towards the rows' series lines where it has some."""
+        towards the rows' series lines where it has some, the linear base
+        added where there is one."""
         total = self._sum(rows)
-        if self.series_lines_ is None:
+        if self.series_lines_ is not None:
+            host = to_numpy(total).astype(np.float64).reshape(total.shape[0], -1)
+            total = _host_back(self.series_lines_.adjust(X, host), total)
+        if self.linear_base_ is None:
             return total
-        host = to_numpy(total).astype(np.float64).reshape(total.shape[0], -1)
-        return _host_back(self.series_lines_.adjust(X, host), total)
+        return total + _host_back(self.linear_base_.predict(X), total)
 
     def _sum(self, X):
         """The stages' predictions added, for validated query rows."""

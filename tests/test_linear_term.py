@@ -3,7 +3,7 @@ exact leave-one-out predictions."""
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 from nwensemble._fit.column_types import encode_on_host
 from nwensemble._fit.linear_term import LinearTerm
@@ -103,3 +103,39 @@ def test_features_without_spread_leave_the_mean():
     others = (y.sum() - y) / 19
     assert_allclose(left_out[:, 0], others, rtol=1e-10)
     assert_allclose(term.predict(np.ones((3, 2))), y.mean())
+
+
+def test_a_warped_feature_also_enters_as_it_is():
+    """A target straight along a long-tailed feature: the power transform
+    bends it, the feature's own column keeps it within the ridge's reach.
+    A symmetric feature, left linear by the transform, gets no second
+    column."""
+    rng = np.random.default_rng(3)
+    X = np.c_[rng.lognormal(sigma=1.0, size=400), rng.normal(size=400)]
+    y = 2.0 * X[:, 0] - X[:, 1] + 0.05 * rng.normal(size=400)
+    term, fitted, _ = _fit(X, y)
+    assert_array_equal(term.design.raw.columns, [0])
+    assert np.sqrt(np.mean((fitted[:, 0] - y) ** 2)) < 0.1
+    warped = LinearTerm.fit(
+        X,
+        y[:, None],
+        np.ones(400),
+        categorical_features="from_dtype",
+        table=False,
+        rng=np.random.RandomState(0),
+        raw=False,
+    )
+    assert warped[0].design.raw is None
+    assert np.sqrt(np.mean((warped[1][:, 0] - y) ** 2)) > 1.0
+
+
+def test_a_features_own_column_holds_at_the_edge_of_its_training_range():
+    rng = np.random.default_rng(4)
+    X = rng.lognormal(sigma=1.0, size=(300, 1))
+    term, _, _ = _fit(X, 3.0 * X[:, 0])
+    raw = term.design.raw
+    top, bottom = X.max(), X.min()
+    columns = raw.of(np.array([[top], [10 * top], [bottom], [bottom / 10], [np.nan]]))
+    assert_allclose(columns[1], columns[0])
+    assert_allclose(columns[3], columns[2])
+    assert_allclose(columns[4], 0.0, atol=1e-12)  # a missing value at the mean

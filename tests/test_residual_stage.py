@@ -122,6 +122,81 @@ def test_linear_members_fall_back_to_the_target_where_the_ridge_takes_an_effect(
     assert errors[0] < 1.05 * errors[1], errors
 
 
+def _trend_along_a_skewed_feature(n, seed):
+    """A fare-like target: straight along a long-tailed feature (which the
+    power transform squashes), a wave along a second, and noise."""
+    rng = np.random.default_rng(seed)
+    X = np.c_[rng.lognormal(sigma=1.0, size=n), rng.uniform(size=n)]
+    y = 2.0 * X[:, 0] + np.sin(6 * X[:, 1]) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def test_the_linear_base_only_where_asked(friedman):
+    """No base by default; with ``linear_base=True`` one under every first
+    stage, the default's linear members (on what the base leaves) and a
+    given one alike."""
+    X, y = friedman
+    default = ResidualStageRegressor(random_state=0).fit(X, y)
+    assert default.linear_base_ is None
+    based = ResidualStageRegressor(linear_base=True, random_state=0).fit(X, y)
+    assert based.linear_base_ is not None
+    assert isinstance(based.estimator_, LinearMembers)
+    given = ResidualStageRegressor(
+        NWAttentionRegressor(max_iter=5), linear_base=True, random_state=0
+    ).fit(X, y)
+    assert given.linear_base_ is not None
+
+
+def test_the_stages_learn_what_the_base_leaves_and_the_prediction_adds_it():
+    X, y = _trend_along_a_skewed_feature(300, 0)
+    model = ResidualStageRegressor(linear_base=True, random_state=0).fit(X, y)
+    base = model.linear_base_.predict(X).ravel()
+    stages = model.estimator_.predict(X) + model.residual_estimator_.predict(X)
+    assert model.series_lines_ is None
+    assert_allclose(model.predict(X), base + stages, rtol=1e-10)
+    # The first stage learned y - l(x): its leave-one-out predictions
+    # are of that, not of y.
+    loo = to_numpy(model.estimator_.loo_prediction_)
+    left = y - base
+    assert np.corrcoef(loo, left)[0, 1] > 0.9
+    assert abs(np.mean(loo - left)) < 0.1 * np.std(y)
+
+
+def test_a_trend_straight_along_a_long_tailed_feature_is_the_bases():
+    """The power transform folds the feature's tail, where a local average
+    then spans very different targets; the base carries the trend there
+    (queries within the training rows' range: beyond it the base's column
+    of the feature as it is holds at its edge)."""
+    X, y = _trend_along_a_skewed_feature(900, 1)
+    train, test = slice(0, 600), slice(600, None)
+    within = X[test, 0] <= X[train, 0].max()
+    errors = {}
+    for base in (False, True):
+        model = ResidualStageRegressor(
+            linear_base=base, linear_members=False, random_state=0
+        )
+        model.fit(X[train], y[train])
+        error = (model.predict(X[test]) - y[test])[within]
+        errors[base] = np.sqrt(np.mean(error**2))
+    assert errors[True] < 0.8 * errors[False], errors
+
+
+def test_intervals_with_a_linear_base_cover_new_rows():
+    X, y = _trend_along_a_skewed_feature(1200, 2)
+    model = ResidualStageRegressor(linear_base=True, random_state=0)
+    model.fit(X[:600], y[:600])
+    _, bounds = model.predict_interval(X[600:], confidence_level=0.8)
+    covered = np.mean((y[600:] >= bounds[:, 0]) & (y[600:] <= bounds[:, 1]))
+    assert 0.7 <= covered <= 0.9, covered
+
+
+@pytest.mark.parametrize("value", ["auto", 1.5, None])
+def test_linear_base_must_be_a_boolean(friedman, value):
+    X, y = friedman
+    with pytest.raises(ValueError, match="linear_base"):
+        ResidualStageRegressor(linear_base=value).fit(X, y)
+
+
 def test_linear_members_only_in_the_default_first_stage_with_members(
     friedman, monkeypatch
 ):
@@ -504,13 +579,17 @@ def test_a_first_stage_without_leave_one_out_predictions_is_refused(friedman):
         ResidualStageRegressor(Ridge()).fit(X, y)
 
 
-@pytest.mark.parametrize("n_fits", [1, 2])
-def test_same_fit_under_namespaces(ns, friedman, n_fits):
-    """NumPy and array_api_strict agree, one fit or the mean of several;
-    the rows stay in the input's namespace."""
+@pytest.mark.parametrize("n_fits, linear_base", [(1, False), (2, False), (1, True)])
+def test_same_fit_under_namespaces(ns, friedman, n_fits, linear_base):
+    """NumPy and array_api_strict agree, one fit or the mean of several,
+    on ``y`` or on what a linear base leaves; the rows stay in the input's
+    namespace."""
     X, y = friedman
     kw = dict(
-        estimator=NWAttentionRegressor(max_iter=20), n_fits=n_fits, random_state=0
+        estimator=NWAttentionRegressor(max_iter=20),
+        n_fits=n_fits,
+        linear_base=linear_base,
+        random_state=0,
     )
     ref = ResidualStageRegressor(**kw).fit(X, y)
     with ns.context():

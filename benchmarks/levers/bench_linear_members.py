@@ -78,8 +78,8 @@ class _HingeDesign(_LinearDesign):
     knots: tuple = ()
 
     @classmethod
-    def fit(cls, encoded, w, *, rng):
-        linear = _LinearDesign.fit(encoded, w, rng=rng)
+    def fit(cls, encoded, w, *, rng, raw):
+        linear = _LinearDesign.fit(encoded, w, rng=rng, raw=raw)
         Z = _linear_design(linear, encoded)[:, : encoded.numeric.shape[1]]
         octiles = np.arange(1, 8) / 8
         knots = tuple(np.unique(np.quantile(z, octiles)) for z in Z.T)

@@ -6,11 +6,15 @@ the feature's weighted mean, after the features' power transform, see
 ``power_map``, then standardised) and, for a feature with missing values,
 an indicator of them; and a column per code of each categorical feature
 (its frequent levels, the infrequent level and the missing one, as the
-table's encoding numbers them; see ``_shared.table``). The ridge's penalty
-is the one of ``PENALTIES`` with the least weighted leave-one-out error;
-each row's leave-one-out residual is its residual divided by ``1 - h``
-(``h`` its leverage), exactly that of the ridge fitted without the row at
-the same penalty.
+table's encoding numbers them; see ``_shared.table``). Each feature that
+the transform warps also has a column of its own values (``raw``;
+standardised, held within the training rows' range): a trend straight
+along the feature itself, which the warp bends (a fare along the
+distance, whose long tail a squashing exponent folds), stays within the
+ridge's reach. The ridge's penalty is the one of ``PENALTIES`` with the
+least weighted leave-one-out error; each row's leave-one-out residual is
+its residual divided by ``1 - h`` (``h`` its leverage), exactly that of
+the ridge fitted without the row at the same penalty.
 """
 
 # Authors: The nwensemble developers
@@ -35,18 +39,22 @@ class _Design:
     (``power_map.fit_power``; None without numeric features), each one's
     fill for a missing value and standardisation (its weighted mean and
     spread after the transform), the numeric features that get a
-    missing-value indicator, and the codes per categorical feature."""
+    missing-value indicator, the codes per categorical feature, and the
+    warped features that also enter as they are (``raw``: their indices,
+    fills, scales and training range; None without)."""
 
     power: Any
     fill: np.ndarray
     scale: np.ndarray
     flagged: np.ndarray
     n_codes: tuple
+    raw: Any = None
 
     @classmethod
-    def fit(cls, encoded, w, *, rng):
+    def fit(cls, encoded, w, *, rng, raw):
         """The parts fitted to encoded training rows (a ``Table`` of NumPy
-        arrays) with weights ``w`` summing to one."""
+        arrays) with weights ``w`` summing to one; with ``raw``, the warped
+        features' own columns too."""
         N = encoded.numeric
         missing = np.isnan(N)
         flagged = np.flatnonzero(np.any(missing[w > 0], axis=0))
@@ -61,7 +69,10 @@ class _Design:
         fill = observed_mean(P, missing, w)
         spread = np.sqrt(observed_mean((P - fill) ** 2, missing, w))
         scale = np.where(spread > 0, spread, 1.0)
-        return cls(power, fill, scale, flagged, tuple(encoded.n_codes))
+        own = None
+        if raw and power is not None:
+            own = _RawColumns.fit(N, missing, w, np.flatnonzero(power[3] != 1.0))
+        return cls(power, fill, scale, flagged, tuple(encoded.n_codes), own)
 
     def of(self, encoded):
         """The design of encoded rows (a ``Table`` of NumPy arrays)."""
@@ -72,10 +83,40 @@ class _Design:
             P = power_transform(np.where(missing, 0.0, N), self.power, xp=np)
         P = (np.where(missing, self.fill, P) - self.fill) / self.scale
         parts = [P, missing[:, self.flagged].astype(np.float64)]
+        if self.raw is not None:
+            parts.append(self.raw.of(N))
         codes = np.asarray(encoded.codes)
         for j, n_codes in enumerate(self.n_codes):
             parts.append((codes[:, j : j + 1] == np.arange(n_codes)).astype(np.float64))
         return np.concatenate(parts, axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class _RawColumns:
+    """The columns of features ``columns`` as they are: each clipped to its
+    training rows' range (a straight trend is not carried beyond the rows
+    that showed it), its missing values at its weighted mean, standardised."""
+
+    columns: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    fill: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, N, missing, w, columns):
+        N, missing = N[:, columns], missing[:, columns]
+        seen = missing | (w[:, None] <= 0)
+        low = np.min(np.where(seen, np.inf, N), axis=0)
+        high = np.max(np.where(seen, -np.inf, N), axis=0)
+        fill = observed_mean(N, missing, w)
+        spread = np.sqrt(observed_mean((N - fill) ** 2, missing, w))
+        return cls(columns, low, high, fill, np.where(spread > 0, spread, 1.0))
+
+    def of(self, N):
+        N = N[:, self.columns]
+        held = np.clip(N, self.low, self.high)
+        return (np.where(np.isnan(N), self.fill, held) - self.fill) / self.scale
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,13 +145,15 @@ class LinearTerm:
     penalty: float
 
     @classmethod
-    def fit(cls, X, Y, sw, *, categorical_features, table, rng):
+    def fit(cls, X, Y, sw, *, categorical_features, table, rng, raw=True):
         """The term fitted to training rows ``X`` (validated: a table where
         ``table``, with categorical columns as ``categorical_features``
         says, else a floating array of any namespace), targets ``Y`` and
-        weights ``sw`` (NumPy, (n, t) and (n,)). Returns ``(term,
-        in_sample, left_out)``: the term and its (n, t) float64 predictions
-        of the training rows, fitted with each row and without it."""
+        weights ``sw`` (NumPy, (n, t) and (n,)); ``raw=False`` leaves out
+        the warped features' own columns (the module's notes). Returns
+        ``(term, in_sample, left_out)``: the term and its (n, t) float64
+        predictions of the training rows, fitted with each row and without
+        it."""
         Y = np.asarray(Y, dtype=np.float64)
         w = np.asarray(sw, dtype=np.float64)
         w = w / w.sum()
@@ -118,7 +161,7 @@ class LinearTerm:
             X, w, categorical_features=categorical_features, table=table
         )
         encoded = encode_on_host(encoder, X)
-        design = _Design.fit(encoded, w, rng=rng)
+        design = _Design.fit(encoded, w, rng=rng, raw=raw)
         A = design.of(encoded)
         center = w @ A
         A = A - center
