@@ -21,8 +21,8 @@ from nwensemble import (
 )
 from nwensemble._fit.allocation import first_stage_members
 from nwensemble._fit.series_lines import SeriesLines
-from nwensemble._linear_members import LinearMembers
-from nwensemble._residual_stage import OUTLYING, residual_weights
+from nwensemble._linear_members import LinearMembers, ridge_of
+from nwensemble._residual_stage import OUTLYING, _sum_residuals, residual_weights
 from nwensemble._shared.backend import to_numpy
 
 
@@ -188,6 +188,23 @@ def test_intervals_with_a_linear_base_cover_new_rows():
     _, bounds = model.predict_interval(X[600:], confidence_level=0.8)
     covered = np.mean((y[600:] >= bounds[:, 0]) & (y[600:] <= bounds[:, 1]))
     assert 0.7 <= covered <= 0.9, covered
+
+
+def test_intervals_take_the_bases_left_out_fit_of_each_calibrating_row():
+    """The sum's residual on a calibrating row is the stages' one plus the
+    ridge's in-sample fit less its fit without the row."""
+    X, y = _trend_along_a_skewed_feature(300, 3)
+    model = ResidualStageRegressor(linear_base=True, random_state=0).fit(X, y)
+    _, in_sample, left_out = ridge_of(
+        MultiHeadNWRegressor(), X, y[:, None], np.ones(300), rng=None
+    )
+    assert_allclose(model.linear_base_.predict(X), in_sample, rtol=1e-10)
+    stages, positions = _sum_residuals(
+        model.estimator_, model.residual_estimator_, to_numpy(model.residual_rows_)
+    )
+    rows = to_numpy(model.estimator_.calibration_rows_)[to_numpy(positions)]
+    expected = to_numpy(stages) + (in_sample - left_out)[rows, 0]
+    assert_allclose(to_numpy(model.interval_residuals_), expected, rtol=1e-10)
 
 
 @pytest.mark.parametrize("value", ["auto", 1.5, None])
