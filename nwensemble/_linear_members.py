@@ -7,14 +7,15 @@ less a global ridge (the first stage of ``ResidualStageRegressor``)."""
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from nwensemble._fit.linear_term import LinearTerm
 from nwensemble._fit.paired_rule import paired_gain_is_clear
 from nwensemble._shared.backend import (
     device,
+    floating_like,
     get_namespace,
-    host_weights,
+    host_targets,
     to_host,
     to_numpy,
 )
@@ -140,16 +141,9 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         rng = check_random_state(self.estimator.get_params()["random_state"])
         second.set_params(random_state=rng.randint(np.iinfo(np.int32).max))
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
-        Y = to_numpy(y).astype(np.float64).reshape(y.shape[0], -1)
-        sw = np.ones(Y.shape[0])
-        if sample_weight is not None:
-            sw = _check_sample_weight(host_weights(sample_weight), Y)
+        Y, sw = host_targets(y, sample_weight)
         term, in_sample, left_out = ridge_of(self.estimator, X, Y, sw, rng=rng)
-        xp, _ = get_namespace(y)
-        dtype = y.dtype if xp.isdtype(y.dtype, "real floating") else xp.float64
-        residual = xp.asarray(
-            np.reshape(Y - in_sample, y.shape), dtype=dtype, device=device(y)
-        )
+        residual = floating_like(Y - in_sample, y)
         first.fit(X, y, **fit_params)
         # One map of the features for the whole stage, as its members share
         # one within a fit.
@@ -251,11 +245,11 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         return at_queries, at_rows
 
 
-def ridge_of(estimator, X, Y, sw, *, rng, raw=True):
+def ridge_of(estimator, X, Y, sw, *, rng, **design):
     """The ridge ``l`` of the rows ``X`` with targets ``Y`` (host (n, t))
     and weights ``sw``, the categorical features as ``estimator`` names
-    them (``raw``: as ``LinearTerm.fit``'s): ``LinearTerm.fit``'s ``(term,
-    in-sample fit, left-out fit)``."""
+    them (``design``: ``LinearTerm.fit``'s ``raw``): ``LinearTerm.fit``'s
+    ``(term, in-sample fit, left-out fit)``."""
     table = is_dataframe(X) or (isinstance(X, np.ndarray) and X.dtype.kind == "O")
     return LinearTerm.fit(
         X,
@@ -264,7 +258,7 @@ def ridge_of(estimator, X, Y, sw, *, rng, raw=True):
         categorical_features=estimator.get_params().get("categorical_features"),
         table=table,
         rng=rng,
-        raw=raw,
+        **design,
     )
 
 

@@ -14,7 +14,6 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import (
-    _check_sample_weight,
     _num_features,
     _num_samples,
     check_is_fitted,
@@ -35,7 +34,9 @@ from nwensemble._multi_head import MultiHeadNWRegressor
 from nwensemble._predict.intervals import absolute_residual_bounds, interval_alpha
 from nwensemble._shared.backend import (
     device,
+    floating_like,
     get_namespace,
+    host_targets,
     host_weights,
     to_host,
     to_numpy,
@@ -534,21 +535,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         ``y``'s namespace and shape), and each row's in-sample fit less its
         left-out one (host, (n, t)); None, ``y`` and None where no row has
         weight (the first stage says what is wrong)."""
-        n = _num_samples(X)
-        Y = to_numpy(y).astype(np.float64).reshape(n, -1)
-        sw = np.ones(n)
-        if sample_weight is not None:
-            sw = _check_sample_weight(host_weights(sample_weight), Y)
+        Y, sw = host_targets(y, sample_weight)
         if not np.any(sw > 0):
             return None, y, None
         rng = check_random_state(self.random_state)
         term, in_sample, left_out = ridge_of(first, X, Y, sw, rng=rng)
-        xp, _ = get_namespace(y)
-        dtype = y.dtype if xp.isdtype(y.dtype, "real floating") else xp.float64
-        left = xp.asarray(
-            np.reshape(Y - in_sample, y.shape), dtype=dtype, device=device(y)
-        )
-        return term, left, in_sample - left_out
+        return term, floating_like(Y - in_sample, y), in_sample - left_out
 
     def _parts(self):
         """The fitted wholes whose predictions are averaged."""
@@ -671,16 +663,12 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         loo = getattr(second, "loo_prediction_", None)
         if loo is None:
             return None, interval_residuals
-        n = _num_samples(X)
-        Y = to_numpy(y).astype(np.float64).reshape(n, -1)
+        Y, sw = host_targets(y, sample_weight)
         rows = to_host(stages.rows)
         fitted = np.full(Y.shape, np.nan)
         fitted[rows] = to_numpy(first.loo_prediction_).reshape(Y.shape)[
             rows
         ] + to_numpy(loo).reshape(rows.shape[0], -1)
-        sw = np.ones(n)
-        if sample_weight is not None:
-            sw = _check_sample_weight(host_weights(sample_weight), Y)
         series, left_out = SeriesLines.fit(
             X,
             Y,
@@ -706,12 +694,9 @@ class ResidualStageRegressor(WrapperMixin, RegressorMixin, BaseEstimator):
         else ``(None, None)``."""
         if self.target_maps is False or not map_columns:
             return None, None
-        Y = to_numpy(y).astype(np.float64).reshape(_num_samples(X), -1)
+        Y, sw = host_targets(y, sample_weight)
         if self.target_maps == "auto" and Y.shape[1] > 1:
             return None, None
-        sw = np.ones(Y.shape[0])
-        if sample_weight is not None:
-            sw = _check_sample_weight(host_weights(sample_weight), Y)
         if not np.any(sw > 0):
             return None, None  # the first stage says what is wrong
         features = self._numeric(X, map_columns)

@@ -13,7 +13,9 @@ from threadpoolctl import threadpool_info
 
 from nwensemble import HeadAllocator, MultiHeadNWRegressor, NWAttentionRegressor
 from nwensemble._shared.backend import (
+    floating_like,
     get_namespace,
+    host_targets,
     kth_smallest,
     move_to,
     row_major,
@@ -382,3 +384,24 @@ def test_fixed_order_products_are_the_same_on_one_thread_and_on_several(blocks_o
         assert_array_equal(result, results[0])
     assert_allclose(results[0], A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)
     assert_array_equal(fixed_order_matmul(A, B, xp=np), A @ B)
+
+
+def test_host_targets_are_columns_with_their_weights():
+    Y, sw = host_targets(np.arange(4), None)
+    assert Y.shape == (4, 1) and Y.dtype == np.float64
+    assert_array_equal(sw, np.ones(4))
+    Y, sw = host_targets(np.ones((3, 2), dtype=np.float32), [1, 2, 3])
+    assert Y.shape == (3, 2) and Y.dtype == np.float64
+    assert_array_equal(sw, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError):
+        host_targets(np.ones(3), [1.0, 2.0])
+
+
+def test_floating_like_takes_the_shape_and_a_floating_dtype(ns):
+    with ns.context():
+        ints = ns.asarray(np.arange(3))
+        out = floating_like(np.array([[0.5], [1.5], [2.5]]), ints)
+        assert out.shape == (3,)
+        assert ns.check_output(out).dtype == np.float64
+        f32 = ns.asarray(np.ones((3, 1), dtype=np.float32))
+        assert ns.check_output(floating_like(np.zeros(3), f32)).dtype == np.float32

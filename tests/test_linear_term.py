@@ -9,7 +9,7 @@ from nwensemble._fit.column_types import encode_on_host
 from nwensemble._fit.linear_term import LinearTerm
 
 
-def _fit(X, y, sw=None, *, table=False):
+def _fit(X, y, sw=None, *, table=False, **design):
     sw = np.ones(len(y)) if sw is None else sw
     return LinearTerm.fit(
         X,
@@ -18,6 +18,7 @@ def _fit(X, y, sw=None, *, table=False):
         categorical_features="from_dtype",
         table=table,
         rng=np.random.RandomState(0),
+        **design,
     )
 
 
@@ -116,15 +117,7 @@ def test_a_warped_feature_also_enters_as_it_is():
     term, fitted, _ = _fit(X, y)
     assert_array_equal(term.design.raw.columns, [0])
     assert np.sqrt(np.mean((fitted[:, 0] - y) ** 2)) < 0.1
-    warped = LinearTerm.fit(
-        X,
-        y[:, None],
-        np.ones(400),
-        categorical_features="from_dtype",
-        table=False,
-        rng=np.random.RandomState(0),
-        raw=False,
-    )
+    warped = _fit(X, y, raw=False)
     assert warped[0].design.raw is None
     assert np.sqrt(np.mean((warped[1][:, 0] - y) ** 2)) > 1.0
 

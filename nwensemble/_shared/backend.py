@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse
 from array_api_compat import numpy as np_compat
 from sklearn import get_config
+from sklearn.utils.validation import _check_sample_weight
 
 
 def get_namespace(X):
@@ -231,6 +232,26 @@ def host_weights(sample_weight):
     if array_api_compat.is_array_api_obj(sample_weight):
         return to_numpy(sample_weight).astype(np.float64)
     return np.asarray(sample_weight, dtype=np.float64)
+
+
+def host_targets(y, sample_weight):
+    """Targets ``y`` of any namespace as float64 NumPy of shape (n, t), and
+    their sample weights as float64 NumPy of shape (n,), ones where
+    ``sample_weight`` is None (checked by scikit-learn)."""
+    Y = to_numpy(y).astype(np.float64)
+    Y = Y.reshape(Y.shape[0], -1)
+    if sample_weight is None:
+        return Y, np.ones(Y.shape[0])
+    return Y, _check_sample_weight(host_weights(sample_weight), Y)
+
+
+def floating_like(values, like):
+    """Host ``values`` as an array of ``like``'s namespace, device and
+    shape, in its floating dtype (float64 where ``like`` is not floating,
+    as an integer target's residuals need)."""
+    xp, _ = get_namespace(like)
+    dtype = like.dtype if xp.isdtype(like.dtype, "real floating") else xp.float64
+    return xp.asarray(np.reshape(values, like.shape), dtype=dtype, device=device(like))
 
 
 def to_host(value):
