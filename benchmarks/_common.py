@@ -191,3 +191,29 @@ def catboost_frame(X):
     for c in cats:
         X[c] = X[c].astype(object).where(X[c].notna(), "nan").astype(str)
     return X, cats
+
+
+def noiseless_scores(draws, models):
+    """Each model's test RMSE against the noiseless target, and its fit
+    seconds, over seeds: ``draws`` yields ``(seed, X_train, y_train,
+    X_test, f_test)``, ``models(seed)`` the fresh models by name. Returns
+    ``(rmse, fit_s)``, each ``{name: [value per seed]}``."""
+    rmse, fit_s = {}, {}
+    for seed, X, y, X_test, f_test in draws:
+        for name, model in models(seed).items():
+            start = time.perf_counter()
+            model.fit(X, y)
+            fit_s.setdefault(name, []).append(time.perf_counter() - start)
+            err = np.sqrt(np.mean((model.predict(X_test) - f_test) ** 2))
+            rmse.setdefault(name, []).append(err)
+    return rmse, fit_s
+
+
+def score_cells(rmse, fit_s):
+    """``noiseless_scores``' figures as one line's cells: per model the
+    mean RMSE with its standard error over seeds and the median fit."""
+    return "  ".join(
+        f"{name} {np.mean(r):.4f} ± {np.std(r) / np.sqrt(len(r)):.4f} "
+        f"({np.median(fit_s[name]):.2f} s)"
+        for name, r in rmse.items()
+    )

@@ -44,7 +44,6 @@ import argparse
 import functools
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -54,7 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from _common import cpu_line  # noqa: E402
+from _common import cpu_line, noiseless_scores, score_cells  # noqa: E402
 from bench_accuracy import geo  # noqa: E402
 
 from nwensemble import (  # noqa: E402
@@ -191,22 +190,12 @@ def main():
         f"{args.seeds} seeds; test RMSE against the noiseless target"
     )
     for problem in args.problems:
-        rmse, fit_s = {}, {}
-        for seed in range(args.seeds):
-            Xtr, ytr, Xte, fte = draw(
-                problem, args.rows, 5000, args.noise, seed, args.noise_kind
-            )
-            for name, model in models(seed, args.models).items():
-                start = time.perf_counter()
-                model.fit(Xtr, ytr)
-                fit_s.setdefault(name, []).append(time.perf_counter() - start)
-                err = np.sqrt(np.mean((model.predict(Xte) - fte) ** 2))
-                rmse.setdefault(name, []).append(err)
-        cells = "  ".join(
-            f"{name} {np.mean(r):.4f} ± {np.std(r) / np.sqrt(len(r)):.4f} "
-            f"({np.median(fit_s[name]):.2f} s)"
-            for name, r in rmse.items()
+        draws = (
+            (seed, *draw(problem, args.rows, 5000, args.noise, seed, args.noise_kind))
+            for seed in range(args.seeds)
         )
+        rmse, fit_s = noiseless_scores(draws, lambda seed: models(seed, args.models))
+        cells = score_cells(rmse, fit_s)
         ratio = geo(list(np.array(rmse["ResidualStage"]) / np.array(rmse["HistGB"])))
         print(f"{problem:<12} {cells}  ResidualStage / HistGB {ratio:.3f}", flush=True)
 

@@ -164,8 +164,11 @@ class BaseNW(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"the previous fit; got {n_heads}. Set warm_start=False to start "
                 "afresh."
             )
+        # LinearMembers hands its second fit the first fit's encoding of the
+        # levels (the first's projection has a row per code).
+        given_encoder = vars(self).pop("_given_encoder", None)
         xp, table, encoder, Y, sw, single_output = training_arrays(
-            self, X, y, sample_weight
+            self, X, y, sample_weight, encoder=given_encoder
         )
         # HeadAllocator hands its refit the candidate it chose, for one fit.
         first_member = vars(self).pop("_given_first_member", None)

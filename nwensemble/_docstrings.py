@@ -43,8 +43,12 @@ categorical_features : 'from_dtype', array-like of int, str or bool, or None, \
     projection would give, looked up instead of multiplied, so memory grows
     with the levels, not with rows times levels), starting from the level's
     mean target. Levels seen in fewer than 5 training rows share one
-    "infrequent" embedding, which levels never seen in training also take;
-    a missing value has an embedding of its own. A missing (NaN) value of a
+    "infrequent" embedding, which levels never seen in training also take,
+    unless the column's levels differ so strongly that fewer rows tell a
+    level's mean (from the rows at which its mean is at least half signal,
+    by a one-way random-effects estimate on what a least-squares line
+    through the numeric features leaves of the fit's targets); a missing
+    value has an embedding of its own. A missing (NaN) value of a
     numeric feature is filled with its conditional mean given the row's
     observed numeric features, and gets a learned position too, added to
     the filled value's projection; a feature with no missing values in
@@ -221,8 +225,10 @@ categories_ : list of ndarray
     :class:`~sklearn.preprocessing.OneHotEncoder`'s ``categories_``).
 
 infrequent_categories_ : list of ndarray
-    For each categorical feature, the levels seen in fewer than 5 training
-    rows, which share the "infrequent" embedding.
+    For each categorical feature, the levels seen in too few training rows
+    for an embedding of their own (fewer than 5, or fewer where the levels
+    differ strongly: see ``categorical_features``), which share the
+    "infrequent" embedding.
 
 embeddings_ : list of arrays
     For each categorical feature, its levels' positions in the heads'

@@ -149,6 +149,10 @@ class LinearMembers(RegressorMixin, BaseEstimator):
         # one within a fit.
         if _ONE_MAP_PER_STAGE:
             second._given_slopes = first._first_member.slopes
+        # And one encoding of the levels: which levels have codes of their
+        # own depends on the targets (column_types.rows_for_own_code), and
+        # the second group may start from the first's projection.
+        second._given_encoder = first.predictor_.features.encoder
         if _LONE_SECOND_STARTS_FROM_FIRST and groups == (1, 1):
             # A lone member on y - l(x) starts from the first's projection
             # (through the same slopes) instead of searching its own: the

@@ -28,7 +28,7 @@ from nwensemble._shared.table import (
 )
 
 
-def training_arrays(estimator, X, y, sample_weight):
+def training_arrays(estimator, X, y, sample_weight, *, encoder=None):
     """Validate an NW estimator's ``fit`` input; return its namespace and
     arrays on its device.
 
@@ -38,7 +38,9 @@ def training_arrays(estimator, X, y, sample_weight):
     ``NumberColumns``); ``Y`` of shape (n, t) in the dtype of the numeric
     columns, ``sw`` non-negative weights that sum to one, and whether ``y``
     was 1-d. The estimator's ``device`` and ``categorical_features`` say
-    where and what.
+    where and what. ``encoder``: a ``TableEncoder`` fitted on the same rows
+    by another fit (a stage's other group of members), taken as it is
+    instead of fitting one; None fits one.
     """
     X, y, mask = validate_fit_data(
         estimator, X, y, categorical_features=estimator.categorical_features
@@ -56,11 +58,13 @@ def training_arrays(estimator, X, y, sample_weight):
     if estimator.device != "auto":
         xp, dev = compute_namespace(estimator.device, X)
         X = X if table else move_to(X, xp=xp, device=dev)
-    if table:
+    if table and encoder is None:
         from_dtype = isinstance(estimator.categorical_features, str)
         names = _feature_names(estimator, X)
-        encoder = fit_encoder(X, mask, to_numpy(sw), names, from_dtype=from_dtype)
-    else:
+        encoder = fit_encoder(
+            X, mask, to_numpy(sw), names, from_dtype=from_dtype, targets=to_numpy(y)
+        )
+    elif not table:
         encoder = NumberColumns(X.shape[1])
     float32 = getattr(X, "dtype", None) == xp.float32
     X = encoder.encode(

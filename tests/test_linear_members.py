@@ -113,6 +113,27 @@ def test_the_second_group_acts_through_the_first_groups_slopes(fitted):
     assert second.predictor_.features.slopes is slopes
 
 
+@pytest.mark.parametrize("n_members", [2, 4])
+def test_both_groups_encode_the_levels_as_the_first_does(n_members):
+    """Which levels have codes of their own depends on the targets, and the
+    second group learns other targets: it takes the first group's encoding
+    (a lone second member starts from the first's projection, a row per
+    code)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    place = np.concatenate([np.repeat(np.arange(30), 2), rng.integers(30, 34, 140)])
+    effect = rng.standard_normal(34)
+    X = pd.DataFrame(
+        {"x": rng.standard_normal(place.size), "place": [f"p{k}" for k in place]}
+    )
+    y = 3 * effect[place] + X["x"].to_numpy() + 0.1 * rng.standard_normal(place.size)
+    stage = LinearMembers(_members(n_members, max_iter=20)).fit(X, y)
+    first, second = stage.estimators_
+    assert second.predictor_.features.encoder is first.predictor_.features.encoder
+    assert len(first.categories_[0]) == 34
+    assert np.all(np.isfinite(stage.predict(X)))
+
+
 def test_calibration_rows_take_each_row_from_the_fits_that_held_it_out(
     fitted, friedman
 ):

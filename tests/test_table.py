@@ -110,7 +110,10 @@ def test_strings_category_and_codes_are_one_model(n_levels, seed):
 
 
 def test_unseen_missing_and_infrequent_levels():
-    X, y = mixed_frame(n=300, seed=2)
+    X, _ = mixed_frame(n=300, seed=2)
+    # The colour leaves the target alone, so levels of under
+    # MIN_LEVEL_ROWS rows share one code (see rows_for_own_code).
+    y = np.sin(X["x"].to_numpy()) + 0.1 * np.random.default_rng(2).standard_normal(300)
     X = X.copy()
     X.loc[X.index[:3], "color"] = ["rare a", "rare b", "rare a"]
     X.loc[X.index[3:6], "color"] = np.nan
@@ -135,6 +138,97 @@ def test_levels_below_the_threshold_are_infrequent():
     model = _quiet(NWAttentionRegressor(max_iter=3, random_state=0), X, y)
     assert list(model.infrequent_categories_[0]) == ["few"]
     assert sorted(model.categories_[0]) == ["enough", "many"]
+
+
+def test_levels_that_differ_strongly_need_fewer_rows():
+    # Twenty levels of two rows each: where the levels' means are what the
+    # target is, each level has a code of its own; where the target is
+    # noise, all twenty share the infrequent one.
+    rng = np.random.default_rng(7)
+    color = np.repeat([f"level {k}" for k in range(20)], 2)
+    color = np.concatenate([color, np.repeat(["big a", "big b"], 30)])
+    effect = {level: rng.standard_normal() for level in np.unique(color)}
+    X = pd.DataFrame({"x": rng.standard_normal(color.size), "c": color})
+    strong = np.array([effect[c] for c in color]) + 0.05 * rng.standard_normal(
+        color.size
+    )
+    model = _quiet(NWAttentionRegressor(max_iter=3, random_state=0), X, strong)
+    assert len(model.categories_[0]) == 22
+    assert len(model.infrequent_categories_[0]) == 0
+    noise = rng.standard_normal(color.size)
+    model = _quiet(NWAttentionRegressor(max_iter=3, random_state=0), X, noise)
+    assert sorted(model.categories_[0]) == ["big a", "big b"]
+    assert len(model.infrequent_categories_[0]) == 20
+
+
+def test_levels_judged_by_what_the_numbers_leave():
+    # Each place's rows share one distance, and the target is the distance:
+    # the places' means differ as strongly as in the test above, but only
+    # as their distances do, so the two-row places share the infrequent code.
+    rng = np.random.default_rng(8)
+    place = np.concatenate([np.repeat(np.arange(20), 2), np.repeat([20, 21], 30)])
+    distance = rng.uniform(1, 10, 22)[place] + 0.01 * rng.standard_normal(place.size)
+    X = pd.DataFrame({"distance": distance, "place": [f"p{k}" for k in place]})
+    y = 3 * distance + 0.05 * rng.standard_normal(place.size)
+    model = _quiet(NWAttentionRegressor(max_iter=3, random_state=0), X, y)
+    assert sorted(model.categories_[0]) == ["p20", "p21"]
+    assert len(model.infrequent_categories_[0]) == 20
+
+
+def test_left_by_numbers_is_each_rows_left_out_least_squares_residual():
+    rng = np.random.default_rng(1)
+    n = 40
+    a, b = rng.standard_normal(n), rng.standard_normal(n)
+    b[[3, 7]] = np.nan
+    cols = [a, np.array(["u"] * n, dtype=object), b]
+    y = 2 * a - b + rng.standard_normal(n)
+    y[[3, 7]] = 0.0
+    rows = np.ones(n, dtype=bool)
+    rows[5] = False
+    got = column_types.left_by_numbers(
+        cols, np.array([False, True, False]), ["a", "c", "b"], y, rows
+    )
+    filled = np.where(np.isnan(b), np.nanmean(b[rows]), b)
+    A = np.column_stack([np.ones(n), a, filled])[rows]
+    expected = []
+    for i in range(int(rows.sum())):
+        keep = np.arange(int(rows.sum())) != i
+        coef = np.linalg.lstsq(A[keep], y[rows][keep], rcond=None)[0]
+        expected.append(y[rows][i] - A[i] @ coef)
+    assert got.shape == (n - 1, 1)
+    assert_allclose(got[:, 0], expected, rtol=1e-9, atol=1e-12)
+
+
+def test_rows_for_own_code_is_where_a_level_mean_is_half_signal():
+    rng = np.random.default_rng(0)
+    levels = np.repeat(np.arange(50), 8)
+    means = rng.standard_normal(50)
+    y = means[levels] + 2.0 * rng.standard_normal(levels.size)
+    # The one-way random-effects moments, by hand.
+    n, L = levels.size, 50
+    level_means = np.array([y[levels == k].mean() for k in range(L)])
+    sigma2 = ((y - level_means[levels]) ** 2).sum() / (n - L)
+    between = (8 * (level_means - y.mean()) ** 2).sum()
+    tau2 = (between - (L - 1) * sigma2) / (n - 8 * 8 * L / n)
+    assert 1 < sigma2 / tau2 < MIN_LEVEL_ROWS
+    assert_allclose(column_types.rows_for_own_code(levels, y), sigma2 / tau2)
+    # Missing rows (-1) are left out; outputs add up.
+    with_missing = np.concatenate([levels, [-1, -1]])
+    y_missing = np.concatenate([y, [100.0, -100.0]])
+    assert_allclose(
+        column_types.rows_for_own_code(with_missing, y_missing), sigma2 / tau2
+    )
+    two = np.column_stack([y, y])
+    assert_allclose(column_types.rows_for_own_code(levels, two), sigma2 / tau2)
+    # Levels that differ far more than their rows: one row is enough.
+    assert column_types.rows_for_own_code(levels, means[levels]) == 1.0
+    # Means no further apart than noise, or one level: MIN_LEVEL_ROWS.
+    flat = np.where(np.arange(levels.size) % 2 == 0, 1.0, -1.0)
+    assert column_types.rows_for_own_code(levels, flat) == MIN_LEVEL_ROWS
+    assert column_types.rows_for_own_code(np.zeros(10, dtype=int), y[:10]) == (
+        MIN_LEVEL_ROWS
+    )
+    assert column_types.rows_for_own_code(np.full(5, -1), y[:5]) == MIN_LEVEL_ROWS
 
 
 @pytest.mark.parametrize("make", ESTIMATORS)
@@ -277,15 +371,22 @@ def test_levels_by_pandas_hash_tables_are_those_of_the_loop(monkeypatch):
     missing = table_module.missing_mask(values)
     weighted = np.arange(values.shape[0]) % 3 > 0
     queries = np.array([3.0, "a", 7, None, 0, 1.0, b"a", "3"], dtype=object)
-    levels, counts = column_types._first_appearance(values, missing, weighted)
+    levels, counts, rows = column_types._first_appearance(values, missing, weighted)
     ids = table_module._level_ids(queries, levels)
     monkeypatch.setattr(table_module, "optional_pandas", lambda: None)
     monkeypatch.setattr(column_types, "optional_pandas", lambda: None)
-    loop_levels, loop_counts = column_types._first_appearance(values, missing, weighted)
+    loop_levels, loop_counts, loop_rows = column_types._first_appearance(
+        values, missing, weighted
+    )
     assert [table_module.level_key(v) for v in levels] == [
         table_module.level_key(v) for v in loop_levels
     ]
     assert_array_equal(counts, loop_counts)
+    assert_array_equal(rows, loop_rows)
+    assert_array_equal(rows[missing], -1)
+    assert_array_equal(
+        rows[~missing], table_module._level_ids(values[~missing], levels)
+    )
     assert_array_equal(ids, table_module._level_ids(queries, loop_levels))
     assert ids.tolist() == [0, 4, -1, -2, 6, 3, 5, 1]
 

@@ -1,6 +1,7 @@
 """The table that a lever script prints when it compares variants of the
 recommended start side by side on the same splits: its sections
 (``bench_interactions.py``'s synthetic problems, with HistGradientBoosting;
+``bench_string_levels.py``'s problems, one table per model seed;
 the numeric tables of ``../shared/data`` on ``bench_accuracy.py``'s folds;
 the mixed tables of ``../shared/data/mixed`` as frames, on
 ``bench_real_tables.py``'s folds, ``--repeats`` times),
@@ -29,6 +30,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 import bench_interactions  # noqa: E402
+import bench_string_levels  # noqa: E402
 from _common import cpu_line  # noqa: E402
 from bench_accuracy import geo, numeric_sets  # noqa: E402
 from bench_real_tables import read_table, table_splits  # noqa: E402
@@ -173,6 +175,24 @@ def synthetic(args, predictions):
     _summary("synthetic", ratios)
 
 
+def string_levels(args, predictions):
+    print(
+        f"== string levels: {args.rows} rows, {args.levels} levels, noise 0.3, "
+        "a table per model seed"
+    )
+    _header(["default", *args.variants])
+    ratios = {}
+    for problem in bench_string_levels.PROBLEMS:
+        runs = []
+        for seed in args.model_seed:
+            X, y, X_test, f_test = bench_string_levels.draw(
+                problem, args.rows, 5000, args.levels, 0.3, seed
+            )
+            runs.append(_scored(predictions(X, y, X_test, seed, args), f_test))
+        _report(problem, runs, ratios)
+    _summary("string levels", ratios)
+
+
 def numeric(args, predictions):
     print("== numeric tables (folds of bench_accuracy.py)")
     _header(["default", *args.variants])
@@ -226,13 +246,16 @@ def parser(doc, variants):
         "--sections",
         nargs="+",
         default=["synthetic", "numeric"],
-        choices=["synthetic", "numeric", "mixed"],
+        choices=["synthetic", "string_levels", "numeric", "mixed"],
     )
     parser.add_argument("--variants", nargs="+", default=variants, choices=variants)
     parser.add_argument("--sets", nargs="*", default=None)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--levels", type=int, default=400, help="string_levels: the place's levels"
+    )
     parser.add_argument(
         "--noise-kind",
         default="gaussian",
@@ -257,6 +280,11 @@ def main(parser, predictions):
     if {"numeric", "mixed"} & set(args.sections) and not os.path.isdir(args.data):
         parser.error(f"no shared data at {args.data}; give --data")
     print(cpu_line())
-    sections = {"synthetic": synthetic, "numeric": numeric, "mixed": mixed}
+    sections = {
+        "synthetic": synthetic,
+        "string_levels": string_levels,
+        "numeric": numeric,
+        "mixed": mixed,
+    }
     for section in args.sections:
         sections[section](args, predictions)

@@ -1,8 +1,11 @@
 """Which columns of a table are categorical, and the levels each holds:
 the fit of a ``table.TableEncoder``.
 
-Levels seen in fewer than ``MIN_LEVEL_ROWS`` training rows (of positive
-weight) share the encoder's one "infrequent" code.
+Levels seen in too few training rows (of positive weight) share the
+encoder's one "infrequent" code: fewer than ``MIN_LEVEL_ROWS``, or, where
+what the numeric columns leave of the fit's targets says how far a
+column's levels differ (``rows_for_own_code``), fewer than make a level's
+mean at least half signal.
 """
 
 # Authors: The nwensemble developers
@@ -23,11 +26,13 @@ from nwensemble._shared.table import (
     is_number,
     level_key,
     missing_mask,
+    numeric_column,
     optional_pandas,
 )
 
-# A level needs this many training rows for an embedding of its own: with
-# fewer, its embedding would be learned from the few rows' own targets.
+# A level with this many training rows always has an embedding of its own;
+# with fewer, its embedding would be learned from the few rows' own
+# targets, which only levels that differ strongly can afford.
 MIN_LEVEL_ROWS = 5
 
 
@@ -110,24 +115,36 @@ def _mask_from_spec(X, spec, n_features):
     )
 
 
-def fit_encoder(X, mask, sw, names, *, from_dtype=False):
+def fit_encoder(X, mask, sw, names, *, from_dtype=False, targets=None):
     """The ``TableEncoder`` of training rows ``X`` with categorical columns
     ``mask`` (a boolean array; may be all False) and sample weights ``sw``
     (NumPy). ``from_dtype``: the mask came from the columns' dtypes, so
     warn where a text column so chosen holds numbers (see
-    ``_warn_numbers_as_text``)."""
+    ``_warn_numbers_as_text``). ``targets`` (NumPy, shape (n,) or (n, t)):
+    the fit's targets, by what the numeric columns leave of which
+    (``left_by_numbers``) a column's levels of fewer than
+    ``MIN_LEVEL_ROWS`` rows may have codes of their own
+    (``rows_for_own_code``); None keeps ``MIN_LEVEL_ROWS`` for every
+    column."""
     X = as_pandas(X)
     cols = columns(X)
     text = _text_columns(X) if from_dtype else np.zeros(len(cols), dtype=bool)
     weighted = np.asarray(sw) > 0
+    left = None
     levels, frequent = [], []
     for j in np.flatnonzero(mask):
         values = cols[j]
         missing = missing_mask(values)
-        kept, counts = _first_appearance(values, missing, weighted)
+        kept, counts, row_levels = _first_appearance(values, missing, weighted)
         _reject_numbers_written_as_text(kept, names[j])
         levels.append(kept)
-        frequent.append(counts >= MIN_LEVEL_ROWS)
+        needed = MIN_LEVEL_ROWS
+        rare = (counts > 0) & (counts < MIN_LEVEL_ROWS)
+        if targets is not None and rare.any():
+            if left is None:  # once per fit, and only where some level is rare
+                left = left_by_numbers(cols, mask, names, targets, weighted)
+            needed = rows_for_own_code(row_levels[weighted], left)
+        frequent.append(counts >= needed)
         if text[j]:
             _warn_numbers_as_text(kept, counts, names[j])
     return TableEncoder(np.asarray(mask, dtype=bool), list(names), levels, frequent)
@@ -144,6 +161,73 @@ def fit_row_encoder(X, sw, *, categorical_features, table):
     if mask is None:
         mask = np.zeros(X.shape[1], dtype=bool)
     return fit_encoder(X, mask, sw, [f"x{j}" for j in range(X.shape[1])])
+
+
+def left_by_numbers(cols, mask, names, targets, rows):
+    """What a least-squares fit of ``targets`` (shape (n,) or (n, t)) on the
+    numeric columns of ``cols`` (those not in ``mask``; missing values at
+    the column's mean) leaves at ``rows`` (boolean), each row left out of
+    its own fit: shape (rows.sum(), t).
+
+    A column's levels are judged by what the numbers leave of the target:
+    levels whose means differ only as the numbers do (a zone's fares as its
+    trips' lengths) tell nothing that the numbers do not.
+    """
+    Y = np.asarray(targets, dtype=np.float64).reshape(len(rows), -1)[rows]
+    design = [np.ones(int(rows.sum()))]
+    for j in np.flatnonzero(~np.asarray(mask, dtype=bool)):
+        x = numeric_column(cols[j], names[j])[rows]
+        observed = ~np.isnan(x)
+        if observed.sum() < 2:
+            continue
+        x = np.where(observed, x - x[observed].mean(), 0.0)
+        spread = x.std()
+        if spread > 0:
+            design.append(x / spread)
+    U, s, _ = np.linalg.svd(np.column_stack(design), full_matrices=False)
+    U = U[:, s > s[0] * 1e-10]
+    leverage = np.minimum((U * U).sum(axis=1), 1.0 - 1e-12)
+    return (Y - U @ (U.T @ Y)) / (1.0 - leverage)[:, None]
+
+
+def rows_for_own_code(row_levels, targets):
+    """How many training rows a column's level needs for a code of its own:
+    ``MIN_LEVEL_ROWS``, or fewer where the column's levels differ strongly.
+
+    ``row_levels``: each row's level number (-1 where missing, which the
+    estimate leaves out); ``targets``: the rows' targets, shape (n,) or
+    (n, t). With ``sigma2`` the pooled variance of the targets within
+    levels and ``tau2`` the variance of the levels' true means (the
+    method-of-moments estimate of a one-way random-effects model, both
+    summed over the outputs), the mean of a level of ``m`` rows is a
+    fraction ``m tau2 / (m tau2 + sigma2)`` signal; a level gets its own
+    code from the rows at which that fraction reaches one half,
+    ``sigma2 / tau2``, and never needs more than ``MIN_LEVEL_ROWS`` (nor
+    fewer than one). Where the levels' means differ no more than their
+    rows' noise explains (``tau2 <= 0``) it is ``MIN_LEVEL_ROWS``.
+    """
+    present = row_levels >= 0
+    c = row_levels[present]
+    n = len(c)
+    if n == 0:
+        return MIN_LEVEL_ROWS
+    Y = np.asarray(targets, dtype=np.float64)[present].reshape(n, -1)
+    sizes = np.bincount(c)
+    seen = sizes > 0
+    L = int(seen.sum())
+    if L < 2 or n - L < 1:
+        return MIN_LEVEL_ROWS
+    means = np.zeros((len(sizes), Y.shape[1]))
+    for k in range(Y.shape[1]):
+        means[:, k] = np.bincount(c, weights=Y[:, k], minlength=len(sizes))
+    means[seen] /= sizes[seen, None]
+    sigma2 = float(((Y - means[c]) ** 2).sum()) / (n - L)
+    between = float((sizes[seen, None] * (means[seen] - Y.mean(axis=0)) ** 2).sum())
+    rows_per_level = n - float((sizes[seen] ** 2).sum()) / n
+    tau2 = (between - (L - 1) * sigma2) / rows_per_level
+    if not tau2 > 0:
+        return MIN_LEVEL_ROWS
+    return min(float(MIN_LEVEL_ROWS), max(1.0, sigma2 / tau2))
 
 
 def encode_on_host(encoder, X):
@@ -218,7 +302,8 @@ def _warn_numbers_as_text(levels, counts, name):
 
 def _first_appearance(values, missing, weighted):
     """The non-missing values of a column in the order they first appear,
-    and the rows of positive weight that hold each.
+    the rows of positive weight that hold each, and each row's level as
+    its number in that order (-1 where missing).
 
     Values are one level where Python's dicts would make them one key (see
     ``level_key``): by pandas' hash tables where pandas is installed, by a loop
@@ -231,13 +316,16 @@ def _first_appearance(values, missing, weighted):
     counts = np.bincount(codes[weighted[present]], minlength=len(uniques))
     out = np.empty(len(uniques), dtype=object)
     out[:] = list(uniques)
-    return out, counts.astype(np.int64)
+    row_levels = np.full(len(missing), -1, dtype=np.int64)
+    row_levels[present] = codes
+    return out, counts.astype(np.int64), row_levels
 
 
 def _first_appearance_by_loop(values, missing, weighted):
     """``_first_appearance`` without pandas."""
     index, counts, order = {}, [], []
-    for v, miss, w in zip(values, missing, weighted):
+    row_levels = np.full(len(missing), -1, dtype=np.int64)
+    for i, (v, miss, w) in enumerate(zip(values, missing, weighted)):
         if miss:
             continue
         key = level_key(v)
@@ -247,6 +335,7 @@ def _first_appearance_by_loop(values, missing, weighted):
             order.append(v)
             counts.append(0)
         counts[k] += int(w)
+        row_levels[i] = k
     out = np.empty(len(order), dtype=object)
     out[:] = order
-    return out, np.asarray(counts, dtype=np.int64)
+    return out, np.asarray(counts, dtype=np.int64), row_levels

@@ -12,7 +12,8 @@ projections of the rows are exactly those of the dense start. The means
 are not shrunk: codes whose means are equal start at one point, and a
 shrinkage that merged codes of weak effect made those codes hard to tell
 apart later (the user guide's "Real tables" has the comparison); codes
-with fewer than ``table.MIN_LEVEL_ROWS`` rows already share one.
+with too few rows for a code of their own
+(``column_types.rows_for_own_code``) already share one.
 """
 
 # Authors: The nwensemble developers
