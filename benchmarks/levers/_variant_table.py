@@ -153,26 +153,44 @@ def _summary(section, ratios, per_seed=None):
     print(flush=True)
 
 
+def _drawn_problems(section, problems, draw, seeds, fitted):
+    """A section of drawn problems: per problem of ``problems`` and seed of
+    ``seeds``, ``draw(problem, seed)``'s ``(X, y, X_test, f_test)`` and
+    ``fitted(X, y, X_test, seed)``'s predictions, scored against
+    ``f_test``."""
+    ratios = {}
+    for problem in problems:
+        runs = [
+            _scored(fitted(X, y, X_test, seed), f_test)
+            for seed in seeds
+            for X, y, X_test, f_test in [draw(problem, seed)]
+        ]
+        _report(problem, runs, ratios)
+    _summary(section, ratios)
+
+
 def synthetic(args, predictions):
     print(
         f"== synthetic: {args.rows} rows, {args.noise_kind} noise 0.3, "
         f"{args.seeds} seeds"
     )
     _header(["default", *args.variants, "HistGB"])
-    ratios = {}
-    for problem in bench_interactions.PROBLEMS:
-        runs = []
-        for seed in range(args.seeds):
-            X, y, X_test, f_test = bench_interactions.draw(
-                problem, args.rows, 5000, 0.3, seed, args.noise_kind
-            )
-            out = predictions(X, y, X_test, seed, args)
-            start = time.perf_counter()
-            hgb = HistGradientBoostingRegressor(random_state=seed).fit(X, y)
-            out["HistGB"] = (hgb.predict(X_test), time.perf_counter() - start)
-            runs.append(_scored(out, f_test))
-        _report(problem, runs, ratios)
-    _summary("synthetic", ratios)
+
+    def draw(problem, seed):
+        return bench_interactions.draw(
+            problem, args.rows, 5000, 0.3, seed, args.noise_kind
+        )
+
+    def fitted(X, y, X_test, seed):
+        out = predictions(X, y, X_test, seed, args)
+        start = time.perf_counter()
+        hgb = HistGradientBoostingRegressor(random_state=seed).fit(X, y)
+        out["HistGB"] = (hgb.predict(X_test), time.perf_counter() - start)
+        return out
+
+    _drawn_problems(
+        "synthetic", bench_interactions.PROBLEMS, draw, range(args.seeds), fitted
+    )
 
 
 def string_levels(args, predictions):
@@ -181,16 +199,18 @@ def string_levels(args, predictions):
         "a table per model seed"
     )
     _header(["default", *args.variants])
-    ratios = {}
-    for problem in bench_string_levels.PROBLEMS:
-        runs = []
-        for seed in args.model_seed:
-            X, y, X_test, f_test = bench_string_levels.draw(
-                problem, args.rows, 5000, args.levels, 0.3, seed
-            )
-            runs.append(_scored(predictions(X, y, X_test, seed, args), f_test))
-        _report(problem, runs, ratios)
-    _summary("string levels", ratios)
+
+    def draw(problem, seed):
+        return bench_string_levels.draw(
+            problem, args.rows, 5000, args.levels, 0.3, seed
+        )
+
+    def fitted(X, y, X_test, seed):
+        return predictions(X, y, X_test, seed, args)
+
+    _drawn_problems(
+        "string levels", bench_string_levels.PROBLEMS, draw, args.model_seed, fitted
+    )
 
 
 def numeric(args, predictions):
